@@ -1,0 +1,127 @@
+"""Versioned ids (`copy-v1`), typed parameters, `make(id, **params)` and did-you-mean errors.
+
+A `Registry` holds entries of one kind (tasks, models). Each entry declares its parameters as
+`Param`s, so that validation, listings (`sweeper tasks`) and the sweep-file checks all read the
+same declaration. Registering an entry is enough to have it covered by the contract tests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeper.errors import ParameterError, UnknownNameError
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its type, default and allowed range or choices."""
+
+    name: str
+    type: type  # int, float, bool or str
+    default: Any
+    doc: str = ""
+    low: float | None = None  # inclusive
+    high: float | None = None  # inclusive
+    choices: tuple[Any, ...] | None = None
+    nullable: bool = False  # None allowed (meaning "derive it")
+
+    def allowed(self) -> str:
+        if self.choices is not None:
+            text = "one of " + ", ".join(repr(c) for c in self.choices)
+        elif self.type is bool:
+            text = "true or false"
+        else:
+            kind = {int: "an integer", float: "a number"}.get(self.type, self.type.__name__)
+            bounds = []
+            if self.low is not None:
+                bounds.append(f">= {self.low:g}")
+            if self.high is not None:
+                bounds.append(f"<= {self.high:g}")
+            text = kind + (" " + " and ".join(bounds) if bounds else "")
+        return text + (" (or null)" if self.nullable else "")
+
+    def check(self, value: Any, where: str) -> Any:
+        """Return `value` coerced to this parameter's type, or raise naming `where`."""
+        if value is None and self.nullable:
+            return None
+        bad = ParameterError(f"{where}: got {value!r}; allowed: {self.allowed()}")
+        if self.type is bool:
+            if not isinstance(value, bool):
+                raise bad
+        elif self.type is int:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise bad
+            if isinstance(value, float) and not value.is_integer():
+                raise bad
+            value = int(value)
+        elif self.type is float:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise bad
+            value = float(value)
+            if not math.isfinite(value):
+                raise bad
+        elif not isinstance(value, self.type):
+            raise bad
+        if self.choices is not None and value not in self.choices:
+            raise bad
+        if self.low is not None and value < self.low:
+            raise bad
+        if self.high is not None and value > self.high:
+            raise bad
+        return value
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str
+    factory: Callable[..., Any]
+    params: tuple[Param, ...]
+    doc: str = ""
+    check: Callable[[dict[str, Any], str], None] | None = None  # cross-parameter checks
+
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise UnknownNameError(f"parameter of {self.id}", name, [p.name for p in self.params])
+
+    def resolve(self, params: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+        """Every parameter with its default filled in, validated. `where` prefixes messages."""
+        prefix = f"{where}." if where else ""
+        out = {}
+        for name in params:
+            if name not in {p.name for p in self.params}:
+                raise UnknownNameError(f"parameter {prefix}{name} of {self.id}", name,
+                                       [p.name for p in self.params])
+        for p in self.params:
+            out[p.name] = p.check(params.get(p.name, p.default), f"{prefix}{p.name}")
+        if self.check is not None:
+            self.check(out, where)
+        return out
+
+
+@dataclass
+class Registry:
+    kind: str  # "task" or "model"
+    entries: dict[str, Entry] = field(default_factory=dict)
+
+    def register(self, id: str, factory: Callable[..., Any], params: tuple[Param, ...],
+                 doc: str = "", check: Callable[[dict[str, Any], str], None] | None = None) -> None:
+        if id in self.entries:
+            raise ValueError(f"{self.kind} {id!r} is already registered")
+        self.entries[id] = Entry(id, factory, params, doc, check)
+
+    def get(self, id: str) -> Entry:
+        if id not in self.entries:
+            raise UnknownNameError(f"{self.kind} id", id, self.entries)
+        return self.entries[id]
+
+    def make(self, id: str, **params: Any) -> Any:
+        entry = self.get(id)
+        return entry.factory(**entry.resolve(params))
+
+    def ids(self) -> list[str]:
+        return sorted(self.entries)
