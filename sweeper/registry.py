@@ -86,7 +86,7 @@ class Entry:
         for p in self.params:
             if p.name == name:
                 return p
-        raise UnknownNameError(f"parameter of {self.id}", name, [p.name for p in self.params])
+        raise UnknownNameError(f"{self.id} parameter", name, [p.name for p in self.params])
 
     def resolve(self, params: Mapping[str, Any], where: str = "") -> dict[str, Any]:
         """Every parameter with its default filled in, validated. `where` prefixes messages."""
@@ -94,8 +94,8 @@ class Entry:
         out = {}
         for name in params:
             if name not in {p.name for p in self.params}:
-                raise UnknownNameError(f"parameter {prefix}{name} of {self.id}", name,
-                                       [p.name for p in self.params])
+                raise UnknownNameError(f"{self.id} parameter", f"{prefix}{name}",
+                                       [f"{prefix}{p.name}" for p in self.params])
         for p in self.params:
             out[p.name] = p.check(params.get(p.name, p.default), f"{prefix}{p.name}")
         if self.check is not None:

@@ -1,0 +1,472 @@
+"""Read a sweep's trials and trajectories from the store, with filters pushed down to the scan.
+
+Layout (docs/data-model.md): RESULTS/<sweep>/manifest.json, trials/part-*.parquet and
+trajectories/part-*.parquet, a trials file and a trajectories file per pack, named
+`part-<pack_id>-<attempt>.parquet`, or merged into `part-compact-*.parquet`.
+
+Reading one trial's trajectory must not read the sweep. Row-group statistics on `trial_id` are
+not enough for that: a pack's trial ids are hashes spread over the whole id space, so every
+pack file's [min, max] range covers almost any id. So trajectories are pruned in two steps:
+by file name (only the files of the packs that hold the selected trials, plus compacted files),
+then by the Parquet statistics of those files' row groups (which do work in compacted files
+sorted by trial_id).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from . import where as where_lang
+from .errors import AnalysisInputError, unknown_column
+
+TABLES = ("trials", "trajectories")
+_FORMAT = ds.ParquetFileFormat()
+_PART = re.compile(r"^part-(?P<pack>.+)-(?P<attempt>\d+)\.parquet$")
+_NULLABLE = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+             pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
+             pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
+             pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype()}
+
+
+def to_frame(table: pa.Table) -> pd.DataFrame:
+    """Arrow to pandas with nullable ints and bools, so a column's dtype never depends on
+    whether it happens to hold a null (steps_to_learn stays an integer column)."""
+    return table.to_pandas(types_mapper=_NULLABLE.get)
+
+
+# ---------------------------------------------------------------- locations
+
+@dataclass
+class Sweep:
+    """One sweep folder: where it is and which Parquet files it holds."""
+    name: str
+    filesystem: pafs.FileSystem
+    path: str
+    manifest: dict
+    files: dict[str, list[str]]
+    _fragments: dict[str, ds.ParquetFileFragment] = field(default_factory=dict, repr=False)
+
+    def fragments(self, paths: Iterable[str]) -> list[ds.ParquetFileFragment]:
+        """Fragments for paths; each file's footer is read at most once per Sweep."""
+        out = []
+        for p in paths:
+            if p not in self._fragments:
+                self._fragments[p] = _FORMAT.make_fragment(p, filesystem=self.filesystem)
+            out.append(self._fragments[p])
+        return out
+
+
+def resolve_root(results: str | os.PathLike,
+                 filesystem: pafs.FileSystem | None = None) -> tuple[pafs.FileSystem, str]:
+    """A results root as (filesystem, path): a local path, or any pyarrow.fs URI (s3://...)."""
+    if filesystem is not None:
+        return filesystem, str(results).rstrip("/")
+    text = os.fspath(results)
+    if "://" in text:
+        try:
+            fs, path = pafs.FileSystem.from_uri(text)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+            raise AnalysisInputError(f"cannot open results {text!r}: {exc}") from exc
+        return fs, path.rstrip("/")
+    return pafs.LocalFileSystem(), os.path.abspath(text)
+
+
+def split_sweep_dir(sweep_dir: str | os.PathLike) -> tuple[str, str]:
+    """'RESULTS/SWEEP' (a path or a URI) as (results root, sweep name), for the CLI."""
+    text = os.fspath(sweep_dir)
+    if "://" in text:
+        scheme, rest = text.split("://", 1)
+        rest = rest.rstrip("/")
+        if "/" not in rest:
+            raise AnalysisInputError(f"{text!r} names no sweep folder: give RESULTS/SWEEP")
+        root, name = rest.rsplit("/", 1)
+        return f"{scheme}://{root}", name
+    path = os.path.abspath(text)
+    return os.path.dirname(path), os.path.basename(path)
+
+
+def _is_dir(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type == pafs.FileType.Directory
+
+
+def _subdirs(fs: pafs.FileSystem, path: str) -> list[str]:
+    if not _is_dir(fs, path):
+        return []
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+
+
+def available_sweeps(fs: pafs.FileSystem, root: str) -> list[str]:
+    """Folders under the root that hold a trials/ folder."""
+    return [d for d in _subdirs(fs, root) if _is_dir(fs, f"{root}/{d}/trials")]
+
+
+def _parquet_files(fs: pafs.FileSystem, directory: str) -> list[str]:
+    """The store's files, `part-*.parquet`: temporary and hidden files are never read."""
+    if not _is_dir(fs, directory):
+        return []
+    infos = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    return sorted(i.path for i in infos if i.type == pafs.FileType.File
+                  and i.base_name.startswith("part-") and i.base_name.endswith(".parquet"))
+
+
+def _read_manifest(fs: pafs.FileSystem, folder: str) -> dict:
+    path = f"{folder}/manifest.json"
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        return {}
+    with fs.open_input_stream(path) as stream:
+        try:
+            return json.loads(stream.read().decode())
+        except ValueError as exc:
+            raise AnalysisInputError(f"{path}: manifest is not JSON ({exc})") from exc
+
+
+def _check_name(sweep: str) -> None:
+    if not sweep or "/" in sweep or "\\" in sweep or sweep in (".", ".."):
+        raise AnalysisInputError(
+            f"bad sweep name {sweep!r}: a folder name under the results root, without '/'")
+
+
+def open_sweeps(results: str | os.PathLike, sweep: str | Sequence[str] | None = None,
+                filesystem: pafs.FileSystem | None = None) -> list[Sweep]:
+    """Locate the sweeps and list their files (no Parquet file is opened here)."""
+    fs, root = resolve_root(results, filesystem)
+    if sweep is None:
+        if _is_dir(fs, f"{root}/trials"):  # results is itself a sweep folder
+            root, sweep = root.rsplit("/", 1)
+        else:
+            found = available_sweeps(fs, root)
+            if len(found) != 1:
+                raise AnalysisInputError(
+                    f"give sweep=: {root!r} holds {len(found)} sweeps: {', '.join(found)}")
+            sweep = found[0]
+    names = [sweep] if isinstance(sweep, str) else list(sweep)
+    if not names:
+        raise AnalysisInputError("no sweep given")
+    return [_open_sweep(fs, root, name) for name in dict.fromkeys(names)]
+
+
+def _open_sweep(fs: pafs.FileSystem, root: str, name: str) -> Sweep:
+    _check_name(name)
+    folder = f"{root}/{name}"
+    if not _is_dir(fs, folder):
+        found = available_sweeps(fs, root)
+        raise AnalysisInputError(
+            f"no sweep {name!r} under {root!r}; available sweeps: {', '.join(found) or '(none)'}")
+    files = {t: _parquet_files(fs, f"{folder}/{t}") for t in TABLES}
+    return Sweep(name, fs, folder, _read_manifest(fs, folder), files)
+
+
+# ---------------------------------------------------------------- scanning
+
+def _unify(schemas: Sequence[pa.Schema]) -> pa.Schema:
+    if not schemas:
+        return pa.schema([])
+    try:
+        return pa.unify_schemas(list(schemas), promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise AnalysisInputError(f"the sweeps' files disagree on column types: {exc}") from exc
+
+
+def _strip(schema: pa.Schema) -> pa.Schema:
+    return schema.remove_metadata()
+
+
+def file_schema(sweep: Sweep, paths: Sequence[str]) -> pa.Schema:
+    """The unified schema of some of a sweep's files (reads their footers)."""
+    return _unify([_strip(f.physical_schema) for f in sweep.fragments(paths)])
+
+
+def _with_fields(schema: pa.Schema, wanted: Iterable[pa.Field]) -> pa.Schema:
+    """Add fields the files lack: a scan then yields nulls for them instead of failing."""
+    for f in wanted:
+        if schema.get_field_index(f.name) < 0:
+            schema = schema.append(f)
+    return schema
+
+
+def scan(sweep: Sweep, paths: Sequence[str], schema: pa.Schema, columns: Sequence[str] | None,
+         filter: pc.Expression | None) -> pa.Table:
+    """Read columns of the rows matching filter from some of a sweep's files.
+
+    pyarrow skips row groups whose statistics exclude the filter and reads only the
+    projected column chunks.
+    """
+    cols = list(columns) if columns is not None else schema.names
+    if not paths:
+        return pa.schema([schema.field(c) for c in cols]).empty_table()
+    dataset = ds.FileSystemDataset(sweep.fragments(paths), schema, _FORMAT, sweep.filesystem)
+    return dataset.to_table(columns=cols, filter=filter)
+
+
+def pack_of_file(path: str) -> str | None:
+    """The pack a file holds, from its name; None for compacted or unrecognised files."""
+    m = _PART.match(path.rsplit("/", 1)[-1])
+    if m is None or m.group("pack").startswith("compact"):
+        return None
+    return m.group("pack")
+
+
+def files_for_packs(paths: Sequence[str], packs: set[str] | None) -> list[str]:
+    """The files that can hold rows of these packs: their own files and any compacted file."""
+    if packs is None:
+        return list(paths)
+    return [p for p in paths if (pack := pack_of_file(p)) is None or pack in packs]
+
+
+# ---------------------------------------------------------------- the plan of a load
+
+@dataclass
+class _Plan:
+    """Where and columns, split by the table they belong to."""
+    trial_filter: where_lang.Node | None = None
+    trajectory_filter: where_lang.Node | None = None
+    trial_columns: list[str] | None = None
+    trajectory_columns: list[str] | None = None
+
+
+def _split_where(text: str | None, trial_names: set[str],
+                 trajectory_names) -> tuple[where_lang.Node | None, where_lang.Node | None]:
+    """Each top-level `and` term goes to the table holding its columns.
+
+    Terms on trajectory columns select trajectory rows; they do not filter trials.
+    """
+    if text is None:
+        return None, None
+    on_trials, on_trajectories = [], []
+    for term in where_lang.conjuncts(where_lang.parse(text)):
+        names = where_lang.names(term)
+        if names <= trial_names:
+            on_trials.append(term)
+            continue
+        known = trajectory_names()
+        for name in names - trial_names - known:
+            raise unknown_column(name, trial_names | known, "where")
+        if names & trial_names - {"trial_id"}:
+            mixed = ", ".join(sorted(names & trial_names))
+            raise AnalysisInputError(
+                f"where: one condition mixes trials columns ({mixed}) with trajectories columns "
+                f"({', '.join(sorted(names - trial_names))}); join them with 'and' at the top "
+                "level, or use an SQL query")
+        on_trajectories.append(term)
+    return where_lang.join_and(on_trials), where_lang.join_and(on_trajectories)
+
+
+def _split_columns(columns: Sequence[str] | None, trial_names: set[str],
+                   trajectory_names) -> tuple[list[str] | None, list[str] | None]:
+    if columns is None:
+        return None, None
+    columns = list(dict.fromkeys(columns))
+    on_trials = [c for c in columns if c in trial_names]
+    rest = [c for c in columns if c not in trial_names]
+    known = trajectory_names() if rest else set()
+    for name in rest:
+        if name not in known:
+            raise unknown_column(name, trial_names | known, "columns")
+    on_trajectories = [c for c in columns if c in known or c in ("trial_id", "step")]
+    return on_trials, on_trajectories
+
+
+# ---------------------------------------------------------------- results
+
+class Results:
+    """The trials (read at once) and trajectories (read on first use) of one or more sweeps.
+
+    `trials` and `trajectories` carry a `sweep` column: the name of the folder each row was
+    read from. Use `read_trajectories` to read the trajectories of chosen trials only.
+    """
+
+    def __init__(self, sweeps: list[Sweep], trials: pd.DataFrame, packs: pd.DataFrame,
+                 plan: _Plan, selected: bool, trial_schema: pa.Schema):
+        self.sweeps = sweeps
+        self.trials = trials
+        self._packs = packs  # sweep, trial_id, pack_id of every selected trial
+        self._plan = plan
+        self._selected = selected  # False: every trial, no need to list ids
+        self._trial_schema = trial_schema
+        self._trajectory_types: dict[str, pa.DataType] | None = None
+        self._trajectories: pd.DataFrame | None = None
+
+    @property
+    def manifests(self) -> dict[str, dict]:
+        return {s.name: s.manifest for s in self.sweeps}
+
+    @property
+    def manifest(self) -> dict:
+        """The manifest of the one sweep loaded (see `manifests` for several)."""
+        if len(self.sweeps) != 1:
+            raise AnalysisInputError(
+                f"{len(self.sweeps)} sweeps are loaded; use .manifests[name]")
+        return self.sweeps[0].manifest
+
+    @property
+    def trial_columns(self) -> list[str]:
+        return sorted(set(self._trial_schema.names) | {"sweep"})
+
+    @property
+    def trajectory_columns(self) -> list[str]:
+        return sorted(self.trajectory_types()) + ["sweep"]
+
+    def trajectory_types(self) -> dict[str, pa.DataType]:
+        """Column types of the trajectories, from the first file of each sweep."""
+        if self._trajectory_types is None:
+            schemas = [file_schema(s, s.files["trajectories"][:1]) for s in self.sweeps]
+            unified = _unify([x for x in schemas if len(x)])
+            self._trajectory_types = {f.name: f.type for f in unified}
+        return self._trajectory_types
+
+    @property
+    def trajectories(self) -> pd.DataFrame:
+        """The selected trials' trajectories (rows sorted by trial_id, step within a file)."""
+        if self._trajectories is None:
+            ids = None if not self._selected else self._packs
+            self._trajectories = self._read(ids, self._plan.trajectory_columns,
+                                            self._plan.trajectory_filter)
+        return self._trajectories
+
+    def read_trajectories(self, trial_ids: Iterable[str] | None = None,
+                          columns: Sequence[str] | None = None,
+                          where: str | None = None) -> pd.DataFrame:
+        """Trajectories of some of the loaded trials, reading only the files that hold them."""
+        packs = self._packs
+        if trial_ids is not None:
+            packs = packs[packs["trial_id"].isin(set(trial_ids))]
+        elif not self._selected:
+            packs = None
+        node = where_lang.parse(where) if where is not None else None
+        names = set(columns or ()) | (where_lang.names(node) if node is not None else set())
+        if names - {"sweep", "trial_id", "step"}:
+            types = self.trajectory_types()
+            for name in sorted(names - set(types) - {"sweep"}):
+                raise unknown_column(name, [*types, "sweep"], "trajectories")
+        return self._read(packs, columns, node)
+
+    def _read(self, packs: pd.DataFrame | None, columns: Sequence[str] | None,
+              node: where_lang.Node | None) -> pd.DataFrame:
+        tables = [self._read_sweep(s, packs, columns, node) for s in self.sweeps]
+        frame = to_frame(pa.concat_tables(tables, promote_options="permissive"))
+        return frame
+
+    def _read_sweep(self, sweep: Sweep, packs: pd.DataFrame | None,
+                    columns: Sequence[str] | None, node: where_lang.Node | None) -> pa.Table:
+        paths, ids = sweep.files["trajectories"], None
+        if packs is not None:
+            mine = packs[packs["sweep"] == sweep.name]
+            ids = mine["trial_id"].unique().tolist()
+            pack_ids = None if mine["pack_id"].isna().any() else set(mine["pack_id"])
+            paths = files_for_packs(paths, pack_ids) if ids else []
+        types = self.trajectory_types() if (columns is not None or node is not None) else {}
+        schema = file_schema(sweep, paths) if paths else pa.schema(
+            [pa.field("trial_id", pa.string()), pa.field("step", pa.int32())])
+        wanted = ["trial_id", "step", *[c for c in columns or [] if c not in ("trial_id", "step")]]
+        schema = _with_fields(schema, [pa.field(c, types.get(c, pa.float64())) for c in wanted
+                                       if c != "sweep"])
+        expr = _and(where_lang.to_expression(node, {f.name: f.type for f in schema})
+                    if node is not None else None,
+                    _isin("trial_id", ids) if ids is not None else None)
+        cols = None if columns is None else [c for c in wanted if c != "sweep"]
+        table = scan(sweep, paths, schema, cols, expr)
+        return _add_sweep(table, sweep.name)
+
+
+def _and(a: pc.Expression | None, b: pc.Expression | None) -> pc.Expression | None:
+    if a is None:
+        return b
+    return a if b is None else a & b
+
+
+def _isin(column: str, values: Sequence[str]) -> pc.Expression:
+    return pc.field(column).isin(pa.array(list(values), pa.string()))
+
+
+def _add_sweep(table: pa.Table, name: str) -> pa.Table:
+    """Set the `sweep` column to the folder's name (the key shared by both tables)."""
+    column = pa.array([name] * table.num_rows, pa.string())
+    if "sweep" in table.column_names:
+        return table.set_column(table.column_names.index("sweep"), "sweep", column)
+    return table.add_column(0, "sweep", column)
+
+
+# ---------------------------------------------------------------- load
+
+def load(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *,
+         where: str | None = None, columns: Sequence[str] | None = None,
+         trial_ids: Iterable[str] | None = None,
+         filesystem: pafs.FileSystem | None = None) -> Results:
+    """Load one or more sweeps from a results root (a local path or a pyarrow.fs URI).
+
+    where: a condition such as ``'model.heads == 1 and task.hardness > 0.5'`` (see
+    `analysis.where`). Top-level `and` terms on trials columns select trials; terms on
+    trajectories columns (``'step >= 100'``) select trajectory rows. columns: the columns to
+    read, from either table (trial_id, sweep and step always come along). trial_ids: read only
+    these trials. Unknown columns raise AnalysisInputError listing the available ones.
+    """
+    sweeps = open_sweeps(results, sweep, filesystem)
+    trial_schema = _unify([file_schema(s, s.files["trials"]) for s in sweeps])
+    trial_names = set(trial_schema.names) | {"sweep"}
+    trajectory_names = _lazy_names(sweeps)
+    plan = _Plan()
+    plan.trial_filter, plan.trajectory_filter = _split_where(where, trial_names, trajectory_names)
+    plan.trial_columns, plan.trajectory_columns = _split_columns(columns, trial_names,
+                                                                 trajectory_names)
+    ids = None if trial_ids is None else sorted(set(trial_ids))
+    trials, packs = _read_trials(sweeps, trial_schema, plan, ids)
+    selected = plan.trial_filter is not None or ids is not None
+    return Results(sweeps, trials, packs, plan, selected, trial_schema)
+
+
+def _lazy_names(sweeps: list[Sweep]):
+    """A function giving the trajectories' column names, reading footers only if called."""
+    cache: list[set[str]] = []
+
+    def names() -> set[str]:
+        if not cache:
+            schemas = [file_schema(s, s.files["trajectories"][:1]) for s in sweeps]
+            cache.append(set().union(*(x.names for x in schemas)) | {"sweep"})
+        return cache[0]
+    return names
+
+
+def _read_trials(sweeps: list[Sweep], schema: pa.Schema, plan: _Plan,
+                 ids: list[str] | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    types = {f.name: f.type for f in schema}
+    node = plan.trial_filter
+    expr = _and(where_lang.to_expression(node, types) if node is not None else None,
+                _isin("trial_id", ids) if ids is not None else None)
+    if len(schema) == 0:
+        empty = pd.DataFrame({"sweep": pd.Series(dtype=str), "trial_id": pd.Series(dtype=str)})
+        return empty, empty.assign(pack_id=pd.Series(dtype=str))
+    wanted = plan.trial_columns
+    internal = [c for c in ("trial_id", "pack_id") if c in types]
+    cols = None if wanted is None else list(dict.fromkeys(
+        [*internal, *[c for c in wanted if c in types]]))
+    tables = [_add_sweep(scan(s, s.files["trials"], schema, cols, expr), s.name) for s in sweeps]
+    frame = _dedupe(to_frame(pa.concat_tables(tables, promote_options="permissive")))
+    if "pack_id" not in frame:
+        frame["pack_id"] = pd.Series(pd.NA, index=frame.index, dtype="str")
+    packs = frame[["sweep", "trial_id", "pack_id"]]
+    if wanted is not None:
+        keep = ["sweep", "trial_id", *[c for c in wanted if c not in ("sweep", "trial_id")]]
+        frame = frame[keep]
+    return frame.reset_index(drop=True), packs.reset_index(drop=True)
+
+
+def _dedupe(frame: pd.DataFrame) -> pd.DataFrame:
+    """Keep one row per (sweep, trial_id): the store promises it, phase counts rely on it."""
+    dup = frame.duplicated(["sweep", "trial_id"])
+    if dup.any():
+        warnings.warn(f"{int(dup.sum())} trial rows are stored more than once; keeping the first",
+                      stacklevel=3)
+        frame = frame[~dup]
+    return frame

@@ -1,0 +1,116 @@
+"""Outcomes recomputed from trajectories with the thresholds the analysis chooses.
+
+The trainer stores outcomes at the default thresholds; an analysis must not depend on them
+(DESIGN 2.3), so everything here starts again from the logged steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .errors import AnalysisInputError
+
+OUTCOME_COLUMNS = ("learned", "steps_to_learn", "attention_onset", "ktiw_onset", "plateau_exit")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """accuracy: a trial has learned once `accuracy` >= this. attention, ktiw: the onsets are
+    the first steps with `attn_acc`, `ktiw_acc` >= these. plateau: topic task, the plateau is
+    left when the loss falls below plateau * ln(C)."""
+
+    accuracy: float = 0.95
+    attention: float = 0.5
+    ktiw: float = 0.5
+    plateau: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("accuracy", "attention", "ktiw", "plateau"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 <= value <= 1):
+                raise AnalysisInputError(f"{name} threshold {value!r}: a number in [0, 1]")
+
+
+def _keys(frame: pd.DataFrame) -> list[str]:
+    return ["sweep", "trial_id"] if "sweep" in frame.columns else ["trial_id"]
+
+
+def first_step(trajectories: pd.DataFrame, keys: list[str], hit: pd.Series) -> pd.Series:
+    """Per trial, the first logged step where `hit` holds (trials with no hit are absent)."""
+    rows = trajectories.loc[hit.fillna(False).astype(bool), [*keys, "step"]]
+    return rows.groupby(keys, sort=False)["step"].min()
+
+
+def _metric(trajectories: pd.DataFrame, name: str) -> pd.Series | None:
+    if name not in trajectories.columns:
+        return None
+    return pd.to_numeric(trajectories[name], errors="coerce").astype(float)
+
+
+def recompute_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame | None = None,
+                       thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
+    """One row per trial (of `trials` if given, else of the trajectories), keyed by
+    (sweep,) trial_id: learned, steps_to_learn, attention_onset, ktiw_onset, plateau_exit.
+
+    A trial without trajectory rows (a failed one) gets learned = NA, not False. Onsets whose
+    metric is not logged (the topic task has no attn_acc) are NA.
+    """
+    if "accuracy" not in trajectories.columns:
+        raise AnalysisInputError(
+            "trajectories have no 'accuracy' column, needed for learned; available columns: "
+            + ", ".join(map(str, trajectories.columns)))
+    keys = _keys(trajectories) if trials is None else _keys(trials)
+    if trials is not None and not set(keys) <= set(trajectories.columns):
+        keys = ["trial_id"]
+    base = (trials if trials is not None else trajectories)[keys].drop_duplicates()
+    out = base.set_index(keys)
+    steps = first_step(trajectories, keys, _metric(trajectories, "accuracy")
+                       >= thresholds.accuracy)
+    out["steps_to_learn"] = steps.reindex(out.index).astype("Int64")
+    logged = pd.Index(trajectories[keys].drop_duplicates()) if len(keys) > 1 else pd.Index(
+        trajectories[keys[0]].unique())
+    has_rows = out.index.isin(logged)
+    out["learned"] = pd.array(np.where(has_rows, out["steps_to_learn"].notna(), None),
+                              dtype="boolean")
+    for column, metric, level in (("attention_onset", "attn_acc", thresholds.attention),
+                                  ("ktiw_onset", "ktiw_acc", thresholds.ktiw)):
+        out[column] = _onset(trajectories, keys, metric, level, out.index)
+    out["plateau_exit"] = _plateau_exit(trajectories, trials, keys, thresholds, out.index)
+    return out[list(OUTCOME_COLUMNS)].reset_index()
+
+
+def _onset(trajectories: pd.DataFrame, keys: list[str], metric: str, level: float,
+           index: pd.Index) -> pd.Series:
+    values = _metric(trajectories, metric)
+    if values is None:
+        return pd.Series(pd.NA, index=index, dtype="Int64")
+    return first_step(trajectories, keys, values >= level).reindex(index).astype("Int64")
+
+
+def _plateau_exit(trajectories: pd.DataFrame, trials: pd.DataFrame | None, keys: list[str],
+                  thresholds: Thresholds, index: pd.Index) -> pd.Series:
+    """Topic task: the first step with loss < plateau * ln(C), C = task.classes."""
+    loss = _metric(trajectories, "loss")
+    if loss is None or trials is None or "task.classes" not in trials.columns:
+        return pd.Series(pd.NA, index=index, dtype="Int64")
+    classes = trials.set_index(keys)["task.classes"].astype(float)
+    per_row = pd.MultiIndex.from_frame(trajectories[keys]) if len(keys) > 1 else pd.Index(
+        trajectories[keys[0]])
+    level = classes.reindex(per_row).to_numpy() * 0 + thresholds.plateau * np.log(
+        classes.reindex(per_row).to_numpy())
+    level = np.where(np.isfinite(level), level, -math.inf)
+    hit = pd.Series(loss.to_numpy() < level, index=trajectories.index)
+    return first_step(trajectories, keys, hit).reindex(index).astype("Int64")
+
+
+def with_outcomes(trials: pd.DataFrame, trajectories: pd.DataFrame,
+                  thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
+    """The trials with their outcome columns replaced by ones recomputed at `thresholds`."""
+    recomputed = recompute_outcomes(trajectories, trials, thresholds)
+    keys = [k for k in ("sweep", "trial_id") if k in recomputed.columns]
+    kept = trials.drop(columns=[c for c in OUTCOME_COLUMNS if c in trials.columns])
+    return kept.merge(recomputed, on=keys, how="left", validate="one_to_one")

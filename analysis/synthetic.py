@@ -1,0 +1,408 @@
+"""Synthetic sweep stores laid out exactly as docs/data-model.md says, for tests and benchmarks.
+
+This is not the real store writer (that is `sweeper`'s): it writes the same files, columns and
+metadata so that the analysis can be built, tested and timed without training anything. The
+curves are shaped like the papers' (a KTIW plateau, then attention and accuracy rising; a
+loss plateau, then escape), with a success probability that falls with hardness, rises with
+co-occurrence and rises with heads, so the phase diagrams have every regime in them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+TEMP_PREFIX = ".tmp-"
+
+_STR, _I64, _F64, _BOOL = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+_LIST = pa.list_(pa.float64())
+
+BOOKKEEPING = {
+    "trial_id": _STR, "sweep": _STR, "pack_id": _STR, "status": _STR, "error": _STR,
+    "wall_time_s": _F64, "host": _STR, "node_id": _STR, "attempts": pa.int32(),
+}
+COPY_CONFIG = {
+    "task.id": _STR, "task.length": _I64, "task.cooccurrence": _F64, "task.hardness": _F64,
+    "task.vocab": _I64, "task.mapping": _STR, "task.repeat": _BOOL,
+    "task.content_tokens": _I64, "task.lift": _F64,
+    "model.id": _STR, "model.width": _I64, "model.heads": _I64, "model.cell": _STR,
+    "model.attention": _STR, "model.shared_embedding": _BOOL,
+    "optim.name": _STR, "optim.lr": _F64, "train.batch_size": _I64, "train.steps": _I64,
+    "train.eval_every": _I64, "train.eval_size": _I64, "seed": _I64,
+}
+TOPIC_CONFIG = {
+    "task.id": _STR, "task.classes": _I64, "task.topic_words": _I64, "task.distractors": _I64,
+    "task.vocab": _I64, "task.samples": _I64, "task.cooccurrence": _F64,
+    "model.id": _STR, "model.classifier": _STR, "model.dim": _I64, "model.train_keys": _BOOL,
+    "model.train_embeddings": _BOOL, "model.query_std": _F64, "model.embedding_std": _F64,
+    "optim.name": _STR, "optim.lr": _F64, "train.batch_size": _I64, "train.steps": _I64,
+    "train.eval_every": _I64, "train.eval_size": _I64, "seed": _I64,
+}
+OUTCOMES = {
+    "learned": _BOOL, "steps_to_learn": _I64, "attention_onset": _I64, "ktiw_onset": _I64,
+    "plateau_exit": _I64, "diverged_step": _I64,
+}
+COPY_SCALARS = ("loss", "accuracy", "attn_acc", "attn_mass", "ktiw_acc", "uniform_acc",
+                "loss_block", "accuracy_block", "attn_acc_block",
+                "loss_open", "accuracy_open", "attn_acc_open")
+COPY_LISTS = ("attn_acc_head", "attn_mass_head")
+TOPIC_SCALARS = ("loss", "accuracy", "val_accuracy", "topic_attention", "identity_residual",
+                 "topic_score_mean", "distractor_score_max", "distractor_norm_max")
+TOPIC_LISTS = ("topic_score", "topic_qv", "identity_lhs", "identity_rhs")
+
+
+# ---------------------------------------------------------------- helpers
+
+def trial_id(config: dict) -> str:
+    """16 hex digits of a hash of the canonical config and the schema version."""
+    text = json.dumps({"config": config, "schema_version": SCHEMA_VERSION}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def logged_steps(steps: int, eval_every: int) -> np.ndarray:
+    """0, every eval_every steps, and the last step."""
+    return np.unique(np.r_[np.arange(0, steps + 1, eval_every), steps]).astype(np.int32)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def _first_step(mask: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Per row, the first step where mask holds, NaN where it never does."""
+    hit = mask.any(axis=1)
+    return np.where(hit, steps[mask.argmax(axis=1)], np.nan)
+
+
+def _metadata() -> dict[bytes, bytes]:
+    provenance = {"sweeper": "synthetic", "torch": None, "host": "synthetic",
+                  "time": "2026-12-02T12:00:00+00:00"}
+    return {b"sweeper.schema_version": str(SCHEMA_VERSION).encode(),
+            b"sweeper.provenance": json.dumps(provenance).encode()}
+
+
+def _write_parquet(table: pa.Table, path: Path, row_group_size: int | None = None) -> None:
+    """Write whole: a temporary name first, then rename, as the real store does."""
+    table = table.replace_schema_metadata(_metadata())  # drops pandas' own metadata
+    temp = path.with_name(TEMP_PREFIX + path.name)
+    pq.write_table(table, temp, row_group_size=row_group_size or max(table.num_rows, 1))
+    os.replace(temp, path)
+
+
+@dataclass
+class _Pack:
+    """Trials of one pack (same shapes) and their curves, (trials, steps[, heads])."""
+    pack_id: str
+    trials: pd.DataFrame
+    steps: np.ndarray
+    scalars: dict[str, np.ndarray] = field(default_factory=dict)
+    lists: dict[str, np.ndarray] = field(default_factory=dict)
+    rows: np.ndarray | None = None  # (trials, steps) bool: which rows exist
+
+
+# ---------------------------------------------------------------- configs
+
+def copy_configs(cooccurrence: Sequence[float] = (0.0, 0.25, 0.5, 1.0),
+                 hardness: Sequence[float] = (0.0, 0.5, 1.0),
+                 heads: Sequence[int] = (1, 2, 4), seeds: int = 4, steps: int = 200,
+                 eval_every: int = 10, length: int = 10, width: int = 64) -> pd.DataFrame:
+    """One row per trial of a copy-v1 x seq2seq grid (config columns, trial_id)."""
+    rows = []
+    for c in cooccurrence:
+        for h in hardness:
+            for H in heads:
+                for seed in range(seeds):
+                    n_tokens = length + round(c * length)
+                    rows.append({
+                        "task.id": "copy-v1", "task.length": length,
+                        "task.cooccurrence": float(c), "task.hardness": float(h),
+                        "task.vocab": None, "task.mapping": "identity", "task.repeat": False,
+                        "task.content_tokens": n_tokens,
+                        "task.lift": (n_tokens - 1) / (length - 1),
+                        "model.id": "seq2seq", "model.width": width, "model.heads": int(H),
+                        "model.cell": "lstm", "model.attention": "softmax",
+                        "model.shared_embedding": H == 1,
+                        "optim.name": "adam", "optim.lr": 1e-3, "train.batch_size": 64,
+                        "train.steps": steps, "train.eval_every": eval_every,
+                        "train.eval_size": 256, "seed": seed})
+    return _with_ids(rows)
+
+
+def topic_configs(cooccurrence: Sequence[float] = (0.25, 0.5, 0.75, 1.0),
+                  distractors: Sequence[int] = (5, 10, 20, 50),
+                  classifiers: Sequence[str] = ("fc", "tc", "tl"), seeds: int = 3,
+                  steps: int = 5000, eval_every: int = 250) -> pd.DataFrame:
+    """One row per trial of a topic-v1 x kq-attention grid."""
+    rows = []
+    for rho in cooccurrence:
+        for m in distractors:
+            for clf in classifiers:
+                for seed in range(seeds):
+                    rows.append({
+                        "task.id": "topic-v1", "task.classes": 4, "task.topic_words": 2,
+                        "task.distractors": int(m), "task.vocab": 5000, "task.samples": 5000,
+                        "task.cooccurrence": float(rho),
+                        "model.id": "kq-attention", "model.classifier": clf, "model.dim": 10,
+                        "model.train_keys": True, "model.train_embeddings": True,
+                        "model.query_std": 0.3, "model.embedding_std": 1e-6,
+                        "optim.name": "sgd", "optim.lr": 0.1, "train.batch_size": None,
+                        "train.steps": steps, "train.eval_every": eval_every,
+                        "train.eval_size": 950, "seed": seed})
+    return _with_ids(rows)
+
+
+def _with_ids(rows: list[dict]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    frame.insert(0, "trial_id", [trial_id(r) for r in rows])
+    return frame
+
+
+def _packs(configs: pd.DataFrame, by: list[str], pack_size: int) -> list[pd.DataFrame]:
+    """Group trials that share shapes, then cut each group into packs of at most pack_size."""
+    packs = []
+    for _, group in configs.groupby(by, sort=True):
+        for start in range(0, len(group), pack_size):
+            packs.append(group.iloc[start:start + pack_size])
+    return packs
+
+
+# ---------------------------------------------------------------- curves
+
+def copy_success_probability(c: np.ndarray, h: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """The synthetic truth: hard to learn at low c or high h, easier with more heads."""
+    logit = -2.0 + 8.0 * c * (1.0 - h) + 1.5 * np.log2(heads) - 2.0 * h
+    return 1.0 / (1.0 + np.exp(-logit))
+
+
+def _copy_curves(pack: _Pack, rng: np.random.Generator) -> None:
+    t = pack.trials
+    k, steps = len(t), pack.steps.astype(float)
+    budget = float(t["train.steps"].iloc[0])
+    p = copy_success_probability(t["task.cooccurrence"].to_numpy(float),
+                                 t["task.hardness"].to_numpy(float),
+                                 t["model.heads"].to_numpy(float))
+    good = rng.random(k) < p
+    t_learn = np.where(good, rng.uniform(0.25, 0.75, k) * budget, 3 * budget)
+    t_ktiw = np.where(good, t_learn * rng.uniform(0.3, 0.55, k),
+                      rng.uniform(0.3, 1.5, k) * budget)
+    t_attn = np.where(good, t_learn * rng.uniform(0.65, 0.9, k), 3 * budget)
+    width = budget / 40
+    s = steps[None, :]
+
+    def rise(at):
+        return _sigmoid((s - at[:, None]) / width)
+
+    chance = 1.0 / (t["task.content_tokens"].to_numpy(float) + 2)[:, None]
+    plateau = 0.66
+    noise = rng.normal(0, 0.005, (k, len(steps)))
+    uniform = chance + (plateau - chance) * rise(t_ktiw)
+    acc = np.clip(uniform + (1 - plateau) * rise(t_learn) + noise, 0, 1)
+    attn = np.clip(0.05 + 0.93 * rise(t_attn) + noise, 0, 1)
+    hard = t["task.hardness"].to_numpy(float)[:, None]
+    sc = pack.scalars
+    sc["accuracy"], sc["attn_acc"] = acc, attn
+    sc["loss"] = (1.02 - acc) * np.log(1 / chance)
+    sc["attn_mass"] = 0.85 * attn
+    sc["ktiw_acc"] = np.clip(0.02 + 0.96 * rise(t_ktiw) + noise, 0, 1)
+    sc["uniform_acc"] = np.clip(uniform + noise, 0, 1)
+    sc["accuracy_block"] = np.clip(acc - 0.05 * hard, 0, 1)
+    sc["accuracy_open"] = np.clip(acc + 0.02 * (1 - hard), 0, 1)
+    sc["loss_block"] = (1.02 - sc["accuracy_block"]) * np.log(1 / chance)
+    sc["loss_open"] = (1.02 - sc["accuracy_open"]) * np.log(1 / chance)
+    sc["attn_acc_block"] = np.clip(attn - 0.05 * hard, 0, 1)
+    sc["attn_acc_open"] = np.clip(attn + 0.02 * (1 - hard), 0, 1)
+    n_heads = int(t["model.heads"].iloc[0])
+    spread = rng.normal(0, 0.05, (k, 1, n_heads))
+    pack.lists["attn_acc_head"] = np.clip(attn[:, :, None] + spread, 0, 1)
+    pack.lists["attn_mass_head"] = np.clip(0.85 * attn[:, :, None] + spread, 0, 1)
+
+
+def _topic_curves(pack: _Pack, rng: np.random.Generator) -> None:
+    t = pack.trials
+    k, steps = len(t), pack.steps.astype(float)
+    m = t["task.distractors"].to_numpy(float)
+    rho = t["task.cooccurrence"].to_numpy(float)
+    n_classes = int(t["task.classes"].iloc[0])
+    n_words = n_classes * int(t["task.topic_words"].iloc[0])
+    clf = t["model.classifier"].iloc[0]
+    base, final = {"fc": (1300, 3.8), "tc": (2300, 3.2), "tl": (3700, 2.0)}.get(clf, (2000, 3))
+    escape = base * (m / 20) ** 1.5 / rho**2 * rng.uniform(0.8, 1.2, k)
+    jitter = rng.uniform(0.9, 1.1, (k, 1, n_words))
+    rise = _sigmoid((steps[None, :] - escape[:, None]) / (0.15 * escape[:, None]))
+    score = final * rho[:, None, None] * rise[:, :, None] * jitter  # (k, T, W)
+    rhs = 2 * score + (2 / m[:, None, None]) * (np.exp(score) - 1)
+    lhs = rhs * (1 + rng.normal(0, 0.002, rhs.shape))
+    sc, ls = pack.scalars, pack.lists
+    sc["loss"] = math.log(n_classes) * (1 - rise) + 0.01
+    sc["accuracy"] = np.clip(0.25 + 0.76 * rise + rng.normal(0, 0.005, rise.shape), 0, 1)
+    sc["val_accuracy"] = np.clip(sc["accuracy"] + rng.normal(0, 0.01, rise.shape), 0, 1)
+    sc["topic_attention"] = np.exp(score).mean(axis=2) / (np.exp(score).mean(axis=2) + m[:, None])
+    sc["identity_residual"] = (np.abs(lhs - rhs) / np.maximum(np.abs(rhs), 1e-12)).max(axis=2)
+    sc["topic_score_mean"] = score.mean(axis=2)
+    sc["distractor_score_max"] = np.abs(rng.normal(0, 0.005, rise.shape))
+    sc["distractor_norm_max"] = np.abs(rng.normal(0, 0.01, rise.shape))
+    ls["topic_score"], ls["identity_lhs"], ls["identity_rhs"] = score, lhs, rhs
+    ls["topic_qv"] = np.sqrt(np.maximum(lhs, 0))
+
+
+# ---------------------------------------------------------------- outcomes and tables
+
+def _outcomes(pack: _Pack, topic: bool) -> pd.DataFrame:
+    """The stored outcomes, with the contract's default thresholds (0.95, 0.5, 0.5)."""
+    rows, steps, sc = pack.rows, pack.steps, pack.scalars
+    out = {"learned": (np.where(rows, sc["accuracy"], -1) >= 0.95).any(axis=1),
+           "steps_to_learn": _first_step(rows & (sc["accuracy"] >= 0.95), steps)}
+    for name, metric in (("attention_onset", "attn_acc"), ("ktiw_onset", "ktiw_acc")):
+        out[name] = (np.full(len(rows), np.nan) if topic
+                     else _first_step(rows & (sc[metric] >= 0.5), steps))
+    n_classes = pack.trials["task.classes"].to_numpy(float) if topic else None
+    out["plateau_exit"] = (_first_step(rows & (sc["loss"] < np.log(n_classes)[:, None] / 2),
+                                       steps) if topic else np.full(len(rows), np.nan))
+    for name in sc:
+        masked = np.where(rows, sc[name], np.nan)
+        last = rows.sum(axis=1) - 1
+        out[f"final_{name}"] = masked[np.arange(len(rows)), np.maximum(last, 0)]
+        with warnings.catch_warnings():  # failed trials have no rows: all-NaN is expected
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[f"best_{name}"] = (np.nanmin(masked, axis=1) if name.startswith("loss")
+                                   else np.nanmax(masked, axis=1))
+    return pd.DataFrame(out, index=pack.trials.index)
+
+
+def _mark_failures(pack: _Pack, rng: np.random.Generator, failed: float,
+                   diverged: float) -> pd.DataFrame:
+    """Status per trial: some trials fail (no rows), some diverge (rows end at a NaN loss)."""
+    k, n_steps = len(pack.trials), len(pack.steps)
+    draw = rng.random(k)
+    status = np.where(draw < failed, "failed", np.where(draw < failed + diverged, "diverged", "ok"))
+    rows = np.ones((k, n_steps), bool)
+    rows[status == "failed"] = False
+    div_at = rng.integers(1, n_steps, k)
+    div_step = np.full(k, np.nan)
+    for i in np.flatnonzero(status == "diverged"):
+        rows[i, div_at[i] + 1:] = False
+        pack.scalars["loss"][i, div_at[i]] = np.nan
+        div_step[i] = pack.steps[div_at[i]]
+    pack.rows = rows
+    error = np.where(status == "failed", "RuntimeError: worker died (synthetic)",
+                     np.where(status == "diverged", "loss is nan (synthetic)", None))
+    return pd.DataFrame({"status": status, "error": error, "diverged_step": div_step},
+                        index=pack.trials.index)
+
+
+def _trials_table(pack: _Pack, sweep: str, config: dict, topic: bool,
+                  rng: np.random.Generator, failed: float, diverged: float) -> pa.Table:
+    status = _mark_failures(pack, rng, failed, diverged)
+    outcomes = _outcomes(pack, topic)
+    bad = (status["status"] == "failed").to_numpy()
+    outcomes = outcomes.mask(np.broadcast_to(bad[:, None], outcomes.shape))
+    frame = pack.trials.copy()
+    frame["sweep"], frame["pack_id"] = sweep, pack.pack_id
+    frame["wall_time_s"] = rng.uniform(0.5, 2.0)
+    frame["host"], frame["node_id"], frame["attempts"] = "synthetic-host", None, 1
+    frame = pd.concat([frame, status, outcomes], axis=1)
+    frame["learned"] = pd.array(np.where(bad, None, frame["learned"].astype(object)),
+                                dtype="boolean")
+    schema = pa.schema({**BOOKKEEPING, **config, **OUTCOMES,
+                        **{c: _F64 for c in outcomes.columns if c not in OUTCOMES}})
+    frame = frame.sort_values("trial_id")
+    return pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
+
+
+def _trajectory_table(pack: _Pack, scalars: Sequence[str], lists: Sequence[str]) -> pa.Table:
+    order = np.argsort(pack.trials["trial_id"].to_numpy())
+    rows = pack.rows[order]
+    ids = np.repeat(pack.trials["trial_id"].to_numpy()[order], rows.sum(axis=1))
+    steps = np.broadcast_to(pack.steps, rows.shape)[rows]
+    columns = {"trial_id": pa.array(ids, _STR), "step": pa.array(steps, pa.int32())}
+    for name in scalars:
+        columns[name] = pa.array(pack.scalars[name][order][rows], _F64)
+    for name in lists:
+        values = pack.lists[name][order][rows]  # (rows, width)
+        offsets = np.arange(0, values.size + 1, max(values.shape[1], 1), dtype=np.int32)
+        columns[name] = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values.ravel()))
+    return pa.table(columns)
+
+
+# ---------------------------------------------------------------- writing a sweep
+
+def _manifest(sweep: str, task: str, model: str, n_trials: int) -> dict:
+    return {"sweep": sweep, "schema_version": SCHEMA_VERSION,
+            "sweep_file": f"# synthetic sweep {sweep}\nname: {sweep}\ntask: {task}\n",
+            "task": task, "model": model, "trials_expanded": n_trials,
+            "versions": {"sweeper": "synthetic", "torch": None, "ray": None},
+            "created": "2026-12-02T12:00:00+00:00", "updated": "2026-12-02T12:05:00+00:00"}
+
+
+def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, topic: bool,
+                 pack_by: list[str], pack_size: int, seed: int, failed: float,
+                 diverged: float) -> Path:
+    folder = Path(root) / sweep
+    (folder / "trials").mkdir(parents=True, exist_ok=True)
+    (folder / "trajectories").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    config = TOPIC_CONFIG if topic else COPY_CONFIG
+    scalars, lists = (TOPIC_SCALARS, TOPIC_LISTS) if topic else (COPY_SCALARS, COPY_LISTS)
+    budget = configs[["train.steps", "train.eval_every"]].iloc[0]
+    steps = logged_steps(int(budget["train.steps"]), int(budget["train.eval_every"]))
+    for i, group in enumerate(_packs(configs, pack_by, pack_size)):
+        pack = _Pack(hashlib.sha256(f"{sweep}/{i}".encode()).hexdigest()[:12], group, steps)
+        (_topic_curves if topic else _copy_curves)(pack, rng)
+        trials = _trials_table(pack, sweep, config, topic, rng, failed, diverged)
+        name = f"part-{pack.pack_id}-1.parquet"
+        _write_parquet(trials, folder / "trials" / name)
+        _write_parquet(_trajectory_table(pack, scalars, lists), folder / "trajectories" / name)
+    manifest = _manifest(sweep, configs["task.id"].iloc[0], configs["model.id"].iloc[0],
+                         len(configs))
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return folder
+
+
+def write_copy_sweep(root: str | os.PathLike, sweep: str = "copy", *, pack_size: int = 16,
+                     seed: int = 0, failed: float = 0.0, diverged: float = 0.0,
+                     **grid) -> Path:
+    """Write a copy-v1 sweep under root/sweep; `grid` goes to `copy_configs`."""
+    return _write_sweep(root, sweep, copy_configs(**grid), topic=False,
+                        pack_by=["task.cooccurrence", "model.heads"], pack_size=pack_size,
+                        seed=seed, failed=failed, diverged=diverged)
+
+
+def write_topic_sweep(root: str | os.PathLike, sweep: str = "topic", *, pack_size: int = 16,
+                      seed: int = 0, failed: float = 0.0, diverged: float = 0.0,
+                      **grid) -> Path:
+    """Write a topic-v1 sweep under root/sweep; `grid` goes to `topic_configs`."""
+    return _write_sweep(root, sweep, topic_configs(**grid), topic=True,
+                        pack_by=["task.distractors", "model.classifier"], pack_size=pack_size,
+                        seed=seed, failed=failed, diverged=diverged)
+
+
+def compact_sweep(folder: str | os.PathLike, row_groups: int | None = None) -> None:
+    """Merge each table's files into one `part-compact-0.parquet`, sorted by trial_id (, step).
+
+    Row groups then cover disjoint trial_id ranges, so statistics skip all but one of them for
+    a single trial (a pack's own ids are spread over the whole hash space).
+    """
+    for table_name, keys in (("trials", ["trial_id"]), ("trajectories", ["trial_id", "step"])):
+        directory = Path(folder) / table_name
+        files = sorted(directory.glob("part-*.parquet"))
+        if not files:
+            continue
+        table = pa.concat_tables([pq.read_table(f) for f in files]).sort_by(
+            [(k, "ascending") for k in keys])
+        groups = row_groups or len(files)
+        _write_parquet(table, directory / "part-compact-0.parquet",
+                       row_group_size=max(1, math.ceil(table.num_rows / groups)))
+        for f in files:
+            f.unlink()

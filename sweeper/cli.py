@@ -1,0 +1,151 @@
+"""The `sweeper` command: train, tasks, plan, run, status, compact, submit, query, phase, report.
+
+Every command validates its input before it writes anything; a `SweeperInputError` (or an
+analysis input error) becomes one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from sweeper.errors import ParameterError, SweeperInputError
+
+DEFAULT_RESULTS = "./results"
+
+
+def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """`--set task.cooccurrence=0.5` -> {"task": {"cooccurrence": 0.5}} (values read as YAML)."""
+    out: dict[str, dict[str, Any]] = {"task": {}, "model": {}, "train": {}}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        group, dot, name = key.partition(".")
+        if not sep or not dot or not name:
+            raise ParameterError(f"--set: got {pair!r}; allowed: GROUP.NAME=VALUE with GROUP one "
+                                 "of task, model, train (e.g. task.cooccurrence=0.5)")
+        if group not in out:
+            raise ParameterError(f"--set {key}: unknown group {group!r}; allowed: task, model, "
+                                 "train")
+        try:
+            out[group][name] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ParameterError(f"--set {key}: got {raw!r}, not a value ({exc})") from None
+    return out
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from sweeper.spec import make_spec
+    from sweeper.store import Store, check_sweep_name
+
+    sets = _parse_sets(args.set)
+    train = dict(sets["train"])
+    for flag in ("steps", "lr", "batch_size", "eval_every", "eval_size", "optimizer"):
+        if getattr(args, flag) is not None:
+            train[flag] = getattr(args, flag)
+    spec = make_spec(args.task, args.model, sets["task"], sets["model"], train, args.seed,
+                     args.device)
+    out = os.path.abspath(args.out)
+    check_sweep_name(os.path.basename(out), "--out (its last folder name)")
+    store = Store.open(os.path.dirname(out))
+
+    from sweeper import report
+    from sweeper.train import train as train_one
+    from sweeper.workers import pin_threads
+
+    pin_threads(args.threads)
+    result = train_one(spec, report=report.step_printer(spec) if args.verbose else None)
+    store.write_pack(os.path.basename(out), [result])
+    store.write_manifest(os.path.basename(out), {"command": " ".join(sys.argv),
+                                                 "task": spec.task, "model": spec.model,
+                                                 "trials_expanded": 1})
+    print(report.trial_summary(result, out))
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from sweeper.models import MODEL_FAMILY, MODELS
+    from sweeper.spec import FAMILY_TRAIN_DEFAULTS, TRAIN_PARAMS
+    from sweeper.tasks import TASKS
+
+    for registry, label in ((TASKS, "task"), (MODELS, "model")):
+        for id in registry.ids():
+            entry = registry.get(id)
+            extra = f"  (trains on {MODEL_FAMILY[id]}-v*)" if label == "model" else ""
+            print(f"{label} {id}: {entry.doc}{extra}")
+            for p in entry.params:
+                print(f"  {p.name:<18} default {p.default!r:<12} {p.allowed():<36} {p.doc}")
+            print()
+    print("train (defaults per family: " + ", ".join(f"{k}: {v}" for k, v in
+                                                   FAMILY_TRAIN_DEFAULTS.items() if v) + ")")
+    for p in TRAIN_PARAMS:
+        print(f"  {p.name:<18} default {p.default!r:<12} {p.allowed():<36} {p.doc}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sweeper", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train one trial and store it as Parquet under --out")
+    p.add_argument("--task", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--set", action="append", default=[], metavar="GROUP.NAME=VALUE")
+    p.add_argument("--steps", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--eval-every", type=int)
+    p.add_argument("--eval-size", type=int)
+    p.add_argument("--optimizer")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--out", required=True, help="folder for trials/ and trajectories/")
+    p.add_argument("-v", "--verbose", action="store_true", help="print every evaluation")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("tasks", help="list tasks, models and their parameters")
+    p.set_defaults(func=cmd_tasks)
+
+    from sweeper import sweep_commands
+
+    sweep_commands.register(sub)
+    try:
+        from analysis.cli import register as register_analysis
+    except ImportError:  # pragma: no cover - analysis is part of this distribution
+        register_analysis = None
+    if register_analysis is not None:
+        register_analysis(sub)
+    return parser
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [SweeperInputError]
+    try:
+        from analysis.errors import AnalysisInputError
+
+        errors.append(AnalysisInputError)
+    except ImportError:  # pragma: no cover
+        pass
+    return tuple(errors)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except _input_errors() as exc:
+        print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

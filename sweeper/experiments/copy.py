@@ -1,0 +1,72 @@
+"""copy-v1 with seq2seq: fresh batches every step, evaluation on fresh samples.
+
+Evaluated every `eval_every` steps on `eval_size` fresh sequences of the training mixture and of
+each component ("block": permutations of the fixed block, "open": L distinct tokens of N):
+loss, token accuracy (all L+1 positions, EOS included), attention accuracy and aligned mass
+(head-averaged and per head), the KTIW probe, and accuracy with attention forced uniform.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sweeper import metrics as M
+from sweeper.models.seq2seq import Seq2Seq
+from sweeper.spec import TrialSpec
+from sweeper.tasks.copy import COMPONENTS, CopySampler
+
+PROBE_CHUNK = 1 << 22  # elements of the [K, b, T, S, d] probe tensor computed at once
+
+
+class CopyExperiment:
+    def __init__(self, specs: list[TrialSpec], dtype: torch.dtype, device: str):
+        seeds = [s.seed for s in specs]
+        tasks = [s.make_task() for s in specs]
+        self.sampler = CopySampler(tasks, seeds, device)
+        self.model = Seq2Seq(specs[0].make_model_config(), tasks[0].symbols, seeds, dtype,
+                             device)
+        self.batch_size = specs[0].train["batch_size"]
+        self.eval_size = specs[0].train["eval_size"]
+
+    def train_loss(self) -> torch.Tensor:
+        batch = self.sampler.sample(self.batch_size)
+        out = self.model(batch.src, batch.dec_in)
+        return M.token_nll(out.logits, batch.tgt).flatten(1).mean(dim=1)  # [K]
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, torch.Tensor]:
+        batch = self.sampler.sample(self.eval_size, eval=True)
+        out = self.model(batch.src, batch.dec_in)
+        head_mean = out.attn.mean(dim=1)  # [K, B, T, S]
+        uniform = self.model(batch.src, batch.dec_in, uniform=True)
+        result = {
+            "loss": M.mean_keep(M.token_nll(out.logits, batch.tgt)),
+            "accuracy": M.mean_keep(M.token_hits(out.logits, batch.tgt)),
+            "attn_acc": M.mean_keep(M.aligned_hits(head_mean)),
+            "attn_mass": M.mean_keep(M.aligned_mass(head_mean)),
+            "attn_acc_head": M.mean_keep(M.aligned_hits(out.attn), keep=2),
+            "attn_mass_head": M.mean_keep(M.aligned_mass(out.attn), keep=2),
+            "ktiw_acc": self._probe_accuracy(out, batch.tgt),
+            "uniform_acc": M.mean_keep(M.token_hits(uniform.logits, batch.tgt)),
+        }
+        for component in COMPONENTS:
+            part = self.sampler.sample(self.eval_size, eval=True, component=component)
+            out = self.model(part.src, part.dec_in)
+            result[f"loss_{component}"] = M.mean_keep(M.token_nll(out.logits, part.tgt))
+            result[f"accuracy_{component}"] = M.mean_keep(M.token_hits(out.logits, part.tgt))
+            result[f"attn_acc_{component}"] = M.mean_keep(M.aligned_hits(out.attn.mean(dim=1)))
+        return result
+
+    def _probe_accuracy(self, out, target: torch.Tensor) -> torch.Tensor:
+        """KTIW probe accuracy [K], computed over batch chunks to bound memory."""
+        K, B, T, d = out.dec_states.shape
+        S = out.enc_states.shape[2]
+        chunk = max(1, PROBE_CHUNK // (K * T * S * max(d, self.model.symbols)))
+        hits = []
+        for start in range(0, B, chunk):
+            part = type(out)(out.logits[:, start:start + chunk], out.attn,
+                             out.dec_states[:, start:start + chunk],
+                             out.enc_states[:, start:start + chunk])
+            logits = self.model.one_hot_logits(part)  # [K, b, T, S, V]
+            hits.append(M.ktiw_probe_hits(logits, target[:, start:start + chunk]))
+        return M.mean_keep(torch.cat(hits, dim=1))

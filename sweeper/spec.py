@@ -1,0 +1,129 @@
+"""The typed trial spec, its canonical JSON, its trial id and its flat config columns.
+
+A trial id is a hash of the canonical config (task, model, optimiser, budget, seed and the code's
+schema version): the same config always gets the same id, on any machine, so a re-run or resumed
+sweep can skip ids already stored. The device is not part of it: it changes where, not what.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeper.errors import ParameterError, UnknownNameError
+from sweeper.models import MODEL_FAMILY, MODELS
+from sweeper.registry import Entry, Param
+from sweeper.tasks import TASKS
+from sweeper.trajectory import SCHEMA_VERSION
+
+# Training parameters, with defaults per task family: the papers' settings at a small scale for
+# copy (Adam 1e-3, batch 64) and the paper's full-batch SGD for topic.
+TRAIN_PARAMS = (
+    Param("optimizer", str, "adam", "adam or sgd", choices=("adam", "sgd")),
+    Param("lr", float, 1e-3, "learning rate", low=0, high=1e6),
+    Param("batch_size", int, 64, "sequences per step (null: full batch, topic only)", low=1,
+          high=1_000_000, nullable=True),
+    Param("steps", int, 200, "optimiser steps", low=1, high=10_000_000),
+    Param("eval_every", int, 10, "steps between evaluations", low=1, high=10_000_000),
+    Param("eval_size", int, 128, "fresh evaluation sequences (copy)", low=1, high=1_000_000),
+)
+FAMILY_TRAIN_DEFAULTS = {
+    "copy": {},
+    "topic": {"optimizer": "sgd", "lr": 0.1, "batch_size": None, "steps": 5000,
+              "eval_every": 50},
+}
+TRAIN_ENTRY = Entry("train", lambda **kw: kw, TRAIN_PARAMS)
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    task: str
+    model: str
+    task_params: Mapping[str, Any]  # resolved: every parameter present
+    model_params: Mapping[str, Any]
+    train: Mapping[str, Any]
+    seed: int
+    device: str = field(default="cpu", compare=False)
+
+    @property
+    def family(self) -> str:
+        return MODEL_FAMILY[self.model]
+
+    def config(self) -> dict[str, Any]:
+        """The canonical nested config: what the trial id hashes."""
+        return {"task": {"id": self.task, **self.task_params},
+                "model": {"id": self.model, **self.model_params},
+                "optim": {"name": self.train["optimizer"], "lr": self.train["lr"]},
+                "train": {k: self.train[k] for k in ("batch_size", "steps", "eval_every",
+                                                     "eval_size")},
+                "seed": self.seed}
+
+    def canonical_json(self) -> str:
+        return json.dumps({"schema_version": SCHEMA_VERSION, **self.config()}, sort_keys=True,
+                          separators=(",", ":"))
+
+    @property
+    def trial_id(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+
+    def flat(self) -> dict[str, Any]:
+        """Config as flat columns: `task.length`, `model.heads`, `optim.lr`, `seed`, ..."""
+        out: dict[str, Any] = {}
+        for group, values in self.config().items():
+            if isinstance(values, dict):
+                out.update({f"{group}.{k}": v for k, v in values.items()})
+            else:
+                out[group] = values
+        out.update({f"task.{k}": v for k, v in self.make_task().derived().items()})
+        return out
+
+    def make_task(self) -> Any:
+        return TASKS.get(self.task).factory(**self.task_params)
+
+    def make_model_config(self) -> Any:
+        return MODELS.get(self.model).factory(**self.model_params)
+
+    def pack_key(self) -> tuple:
+        """Specs with equal keys share tensor shapes and train together as one pack."""
+        train = {k: self.train[k] for k in ("optimizer", "batch_size", "steps", "eval_every",
+                                            "eval_size")}
+        return (self.make_task().shape(), self.make_model_config().shape(),
+                tuple(sorted(train.items())), self.device)
+
+
+def make_spec(task: str, model: str, task_params: Mapping[str, Any] | None = None,
+              model_params: Mapping[str, Any] | None = None,
+              train: Mapping[str, Any] | None = None, seed: int = 0,
+              device: str = "cpu") -> TrialSpec:
+    """Validate and complete a spec; raises `SweeperInputError` naming the bad field."""
+    task_entry, model_entry = TASKS.get(task), MODELS.get(model)
+    family = MODEL_FAMILY[model]
+    task_family = task.rsplit("-v", 1)[0]  # "copy-v1" -> "copy"
+    if task_family != family:
+        allowed = [m for m, f in MODEL_FAMILY.items() if f == task_family]
+        raise ParameterError(f"model: got {model!r}, which does not train on {task}; "
+                             f"allowed for {task}: {', '.join(allowed)}")
+    resolved_train = TRAIN_ENTRY.resolve({**FAMILY_TRAIN_DEFAULTS[family], **(train or {})},
+                                         "train")
+    if resolved_train["batch_size"] is None and family != "topic":
+        raise ParameterError("train.batch_size: got null; allowed: an integer >= 1 (full batch "
+                             "exists only for the topic task)")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ParameterError(f"seed: got {seed!r}; allowed: an integer >= 0")
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise UnknownNameError("device", device, ["cpu", "cuda", "cuda:N"])
+    return TrialSpec(task, model, task_entry.resolve(task_params or {}, "task"),
+                     model_entry.resolve(model_params or {}, "model"), resolved_train, seed,
+                     device)
+
+
+def spec_from_config(config: Mapping[str, Any], device: str = "cpu") -> TrialSpec:
+    """Rebuild a spec from `TrialSpec.config()` (as stored or sent to a worker)."""
+    task = dict(config["task"])
+    model = dict(config["model"])
+    train = {"optimizer": config["optim"]["name"], "lr": config["optim"]["lr"],
+             **config["train"]}
+    return make_spec(task.pop("id"), model.pop("id"), task, model, train, config["seed"], device)

@@ -1,0 +1,116 @@
+"""Train one trial, or one pack of trials of one shape as a single batched computation.
+
+    results = train_pack(specs)      # K specs with one pack key -> K TrialResults
+    result = train(spec)             # the same with K = 1
+
+The loop, top to bottom: build the experiment (K models, their data streams), then for each step
+evaluate when due, take one optimiser step on the sum of the K models' mean losses (each model's
+gradient is its own), and mask out any model whose loss is NaN or inf: it is recorded as
+`diverged` and stops updating, while the others go on undisturbed.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from sweeper.errors import SweeperError
+from sweeper.experiments import make_experiment
+from sweeper.optim import PackedOptimizer
+from sweeper.outcomes import derive_outcomes
+from sweeper.spec import TrialSpec
+from sweeper.trajectory import METRICS
+
+Report = Callable[[int, list[dict[str, Any]]], None]  # (step, one metrics row per model)
+
+
+@dataclass
+class TrialResult:
+    spec: TrialSpec
+    status: str  # "ok" or "diverged" ("failed" is set by executors for trials that raised)
+    trajectory: dict[str, list]  # "step" and one list per metric
+    outcomes: dict[str, Any]
+    wall_time_s: float
+    error: str | None = None
+    diverged_step: int | None = None
+    host: str = field(default_factory=socket.gethostname)
+
+    @property
+    def trial_id(self) -> str:
+        return self.spec.trial_id
+
+
+def train(spec: TrialSpec, report: Report | None = None,
+          dtype: torch.dtype = torch.float32) -> TrialResult:
+    return train_pack([spec], report, dtype)[0]
+
+
+def train_pack(specs: list[TrialSpec], report: Report | None = None,
+               dtype: torch.dtype = torch.float32) -> list[TrialResult]:
+    keys = {s.pack_key() for s in specs}
+    if len(keys) != 1:
+        raise SweeperError(f"a pack needs specs of one shape; got {len(keys)} different shapes")
+    start = time.perf_counter()
+    first, K = specs[0], len(specs)
+    steps, eval_every = first.train["steps"], first.train["eval_every"]
+    device = first.device
+    experiment = make_experiment(specs, dtype, device)
+    lr = torch.tensor([s.train["lr"] for s in specs], dtype=dtype, device=device)
+    optimizer = PackedOptimizer(list(experiment.model.parameters()), lr, first.train["optimizer"])
+    alive = torch.ones(K, dtype=torch.bool, device=device)
+    diverged_at: list[int | None] = [None] * K
+    names = [m.name for m in METRICS[first.family]]
+    trajectories = [{"step": [], **{n: [] for n in names}} for _ in specs]
+
+    for step in range(steps + 1):
+        if step % eval_every == 0 or step == steps:
+            rows = _to_rows(experiment.evaluate(), alive)
+            for k, row in enumerate(rows):
+                if diverged_at[k] is None:
+                    trajectories[k]["step"].append(step)
+                    for n in names:
+                        trajectories[k][n].append(row[n])
+            if report is not None:
+                report(step, rows)
+        if step == steps:
+            break
+        optimizer.zero_grad()
+        losses = experiment.train_loss()  # [K]
+        finite = torch.isfinite(losses)
+        for k in torch.nonzero(alive & ~finite).flatten().tolist():
+            diverged_at[k] = step
+        alive &= finite
+        if not bool(alive.any()):
+            break
+        torch.where(alive, losses, 0.0).sum().backward()
+        optimizer.step(alive)
+
+    wall = (time.perf_counter() - start) / K
+    return [_result(spec, trajectories[k], diverged_at[k], wall) for k, spec in enumerate(specs)]
+
+
+def _to_rows(metrics: dict[str, torch.Tensor], alive: torch.Tensor) -> list[dict[str, Any]]:
+    """[K]-shaped metric tensors -> one dict of floats (or lists) per model."""
+    values = {name: t.detach().double().cpu().tolist() for name, t in metrics.items()}
+    K = alive.shape[0]
+    return [{name: v[k] for name, v in values.items()} for k in range(K)]
+
+
+def _result(spec: TrialSpec, trajectory: dict[str, list], diverged_step: int | None,
+            wall: float) -> TrialResult:
+    classes = spec.task_params.get("classes")
+    outcomes = derive_outcomes(spec.family, trajectory, classes=classes)
+    if diverged_step is None:
+        return TrialResult(spec, "ok", trajectory, outcomes, wall)
+    error = f"loss was not finite at step {diverged_step}"
+    return TrialResult(spec, "diverged", trajectory, outcomes, wall, error, diverged_step)
+
+
+def is_finite_number(value: Any) -> bool:
+    return isinstance(value, float) and math.isfinite(value)
