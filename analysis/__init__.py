@@ -1,0 +1,23 @@
+"""Analysis of sweeper results: load, query, recompute outcomes, phase diagrams, plots, report.
+
+Reads the Parquet store only (docs/data-model.md); never imports sweeper, torch or ray.
+Plotting (`analysis.plots`, `analysis.report`) is imported on demand, so loading and
+querying do not pay for matplotlib.
+
+    import analysis
+    res = analysis.load("results", sweep="quick", where="model.heads == 1")
+    phase = analysis.phase_from_results(res, "task.cooccurrence", "task.hardness",
+                                        "model.heads")
+"""
+
+from .errors import AnalysisInputError
+from .load import Results, load
+from .outcomes import Thresholds, recompute_outcomes, with_outcomes
+from .phase import PhaseDiagram, compute_phase, phase_from_results, wilson_interval
+from .query import connect, format_frame, query_frame, sql
+
+__all__ = [
+    "AnalysisInputError", "PhaseDiagram", "Results", "Thresholds", "compute_phase", "connect",
+    "format_frame", "load", "phase_from_results", "query_frame", "recompute_outcomes", "sql",
+    "wilson_interval", "with_outcomes",
+]

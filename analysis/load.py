@@ -86,12 +86,13 @@ def split_sweep_dir(sweep_dir: str | os.PathLike) -> tuple[str, str]:
     """'RESULTS/SWEEP' (a path or a URI) as (results root, sweep name), for the CLI."""
     text = os.fspath(sweep_dir)
     if "://" in text:
-        scheme, rest = text.split("://", 1)
+        base, sep, options = text.partition("?")  # s3://b/p/SWEEP?endpoint_override=...
+        scheme, rest = base.split("://", 1)
         rest = rest.rstrip("/")
         if "/" not in rest:
             raise AnalysisInputError(f"{text!r} names no sweep folder: give RESULTS/SWEEP")
         root, name = rest.rsplit("/", 1)
-        return f"{scheme}://{root}", name
+        return f"{scheme}://{root}{sep}{options}", name
     path = os.path.abspath(text)
     return os.path.dirname(path), os.path.basename(path)
 
@@ -309,6 +310,11 @@ class Results:
             raise AnalysisInputError(
                 f"{len(self.sweeps)} sweeps are loaded; use .manifests[name]")
         return self.sweeps[0].manifest
+
+    @property
+    def filters_trajectories(self) -> bool:
+        """Whether `where` had terms on trajectories columns (they select trajectory rows)."""
+        return self._plan.trajectory_filter is not None
 
     @property
     def trial_columns(self) -> list[str]:

@@ -6,7 +6,6 @@ The trainer stores outcomes at the default thresholds; an analysis must not depe
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,6 +34,9 @@ class Thresholds:
                 raise AnalysisInputError(f"{name} threshold {value!r}: a number in [0, 1]")
 
 
+DEFAULT_THRESHOLDS = Thresholds()
+
+
 def _keys(frame: pd.DataFrame) -> list[str]:
     return ["sweep", "trial_id"] if "sweep" in frame.columns else ["trial_id"]
 
@@ -45,6 +47,13 @@ def first_step(trajectories: pd.DataFrame, keys: list[str], hit: pd.Series) -> p
     return rows.groupby(keys, sort=False)["step"].min()
 
 
+def _index(frame: pd.DataFrame, keys: list[str]) -> pd.Index:
+    """The trial key of every row, as an index to look trials up with."""
+    if len(keys) > 1:
+        return pd.MultiIndex.from_frame(frame[keys])
+    return pd.Index(frame[keys[0]])
+
+
 def _metric(trajectories: pd.DataFrame, name: str) -> pd.Series | None:
     if name not in trajectories.columns:
         return None
@@ -52,7 +61,7 @@ def _metric(trajectories: pd.DataFrame, name: str) -> pd.Series | None:
 
 
 def recompute_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame | None = None,
-                       thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
+                       thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pd.DataFrame:
     """One row per trial (of `trials` if given, else of the trajectories), keyed by
     (sweep,) trial_id: learned, steps_to_learn, attention_onset, ktiw_onset, plateau_exit.
 
@@ -71,8 +80,7 @@ def recompute_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame | None =
     steps = first_step(trajectories, keys, _metric(trajectories, "accuracy")
                        >= thresholds.accuracy)
     out["steps_to_learn"] = steps.reindex(out.index).astype("Int64")
-    logged = pd.Index(trajectories[keys].drop_duplicates()) if len(keys) > 1 else pd.Index(
-        trajectories[keys[0]].unique())
+    logged = _index(trajectories, keys)
     has_rows = out.index.isin(logged)
     out["learned"] = pd.array(np.where(has_rows, out["steps_to_learn"].notna(), None),
                               dtype="boolean")
@@ -97,18 +105,14 @@ def _plateau_exit(trajectories: pd.DataFrame, trials: pd.DataFrame | None, keys:
     loss = _metric(trajectories, "loss")
     if loss is None or trials is None or "task.classes" not in trials.columns:
         return pd.Series(pd.NA, index=index, dtype="Int64")
-    classes = trials.set_index(keys)["task.classes"].astype(float)
-    per_row = pd.MultiIndex.from_frame(trajectories[keys]) if len(keys) > 1 else pd.Index(
-        trajectories[keys[0]])
-    level = classes.reindex(per_row).to_numpy() * 0 + thresholds.plateau * np.log(
-        classes.reindex(per_row).to_numpy())
-    level = np.where(np.isfinite(level), level, -math.inf)
-    hit = pd.Series(loss.to_numpy() < level, index=trajectories.index)
+    classes = trials.drop_duplicates(keys).set_index(keys)["task.classes"].astype(float)
+    level = thresholds.plateau * np.log(classes.reindex(_index(trajectories, keys)).to_numpy())
+    hit = pd.Series(loss.to_numpy() < level, index=trajectories.index)  # NaN level: False
     return first_step(trajectories, keys, hit).reindex(index).astype("Int64")
 
 
 def with_outcomes(trials: pd.DataFrame, trajectories: pd.DataFrame,
-                  thresholds: Thresholds = Thresholds()) -> pd.DataFrame:
+                  thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pd.DataFrame:
     """The trials with their outcome columns replaced by ones recomputed at `thresholds`."""
     recomputed = recompute_outcomes(trajectories, trials, thresholds)
     keys = [k for k in ("sweep", "trial_id") if k in recomputed.columns]

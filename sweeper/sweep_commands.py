@@ -1,2 +1,217 @@
-def register(sub):
-    pass
+"""The sweep commands: plan, run, status, compact, submit."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from typing import Any
+
+from sweeper.errors import SweeperInputError
+from sweeper.report import table
+
+DEFAULT_RESULTS = "./results"
+
+
+def _results_root(args: argparse.Namespace, sweep=None) -> str:
+    return args.results or (sweep.results if sweep is not None else None) or DEFAULT_RESULTS
+
+
+def _load(path: str):
+    from sweeper.search_space import load_sweep
+
+    return load_sweep(path)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from sweeper.plan import form_packs, make_plan
+    from sweeper.store import Store
+
+    sweep = _load(args.file)
+    store = Store.open(_results_root(args, sweep))
+    plan = make_plan(sweep, store.stored_ids(sweep.name))
+    if plan.adaptive:
+        print(f"{sweep.name}: adaptive search (optuna, {sweep.search.objective} "
+              f"{sweep.search.direction}): up to {sweep.search.trials} cells x "
+              f"{len(sweep.seeds)} seeds = {sweep.search.trials * len(sweep.seeds)} trials; "
+              f"{len(plan.stored)} stored")
+        return 0
+    pending = plan.pending
+    packs = form_packs(pending, sweep.pack_size, args.workers)
+    print(f"{sweep.name}: {len(plan.specs)} trials ({sweep.search.type} search, "
+          f"{len(sweep.seeds)} seeds per cell); {len(plan.specs) - len(pending)} stored, "
+          f"{len(pending)} to run in {len(packs)} packs")
+    columns = ["trial_id"] + [a.path for a in sweep.axes] + ["seed"]
+    rows = [[s.trial_id] + [s.flat()[c] for c in columns[1:]] for s in plan.specs[:args.rows]]
+    print(table(rows, columns))
+    if len(plan.specs) > args.rows:
+        print(f"... {len(plan.specs) - args.rows} more")
+    return 0
+
+
+def _executor(args: argparse.Namespace):
+    if args.executor == "local":
+        from sweeper.executors.local import LocalExecutor
+
+        return LocalExecutor(threads=1)
+    from sweeper.executors.ray_tune import RayTuneExecutor
+
+    return RayTuneExecutor(args.address, args.num_cpus, args.results_shared, args.verbose)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from sweeper.plan import make_plan
+    from sweeper.runner import run_sweep
+    from sweeper.store import Store
+
+    sweep = _load(args.file)
+    if args.retries is not None:
+        from dataclasses import replace
+
+        sweep = replace(sweep, retries=args.retries)
+    store = Store.open(_results_root(args, sweep))
+    make_plan(sweep, set())  # expand once up front: a bad cell fails before anything is written
+    executor = _executor(args)
+    if args.executor == "local":
+        summary = run_sweep(sweep, store, executor, args.pack_size, 1)
+    else:
+        with executor:
+            workers = executor.workers(sweep.resources["cpu"])
+            summary = run_sweep(sweep, store, executor, args.pack_size, workers)
+    print(summary_text(store, sweep, summary))
+    return 0
+
+
+def summary_text(store, sweep, summary: dict[str, Any]) -> str:
+    status = ", ".join(f"{n} {s}" for s, n in sorted(summary["status"].items()))
+    lines = [f"sweep {sweep.name}: ran {summary['ran']} trials in {summary['seconds']:.1f} s "
+             f"({summary['trials_per_s']:.2f} trials/s"
+             + (f", {summary['packs']} packs" if summary["packs"] is not None else "")
+             + f"); stored: {status or 'nothing'}; results in {store.uri}/{sweep.name}"]
+    cells = cell_table(store, sweep)
+    if cells:
+        lines += ["", cells]
+    return "\n".join(lines)
+
+
+def cell_table(store, sweep, max_rows: int = 40) -> str:
+    """Per cell: seeds, success fraction, median steps to learn (from the stored outcomes)."""
+    paths = [a.path for a in sweep.axes]
+    data = store.read(sweep.name, "trials")
+    if data is None:
+        return ""
+    groups: dict[tuple, list[dict]] = {}
+    for row in data.to_pylist():
+        groups.setdefault(tuple(row[p] for p in paths), []).append(row)
+    rows = []
+    for key in sorted(groups, key=lambda k: tuple(str(v) for v in k))[:max_rows]:
+        trials = groups[key]
+        learned = [t for t in trials if t["learned"]]
+        steps = [t["steps_to_learn"] for t in learned if t["steps_to_learn"] is not None]
+        failed = sum(t["status"] == "failed" for t in trials)
+        rows.append([*key, len(trials), len(learned) / len(trials),
+                     statistics.median(steps) if steps else None, failed])
+    text = table(rows, [*paths, "trials", "p(learned)", "median steps", "failed"])
+    if len(groups) > max_rows:
+        text += f"\n... {len(groups) - max_rows} more cells"
+    return text
+
+
+def _sweep_name_and_store(args: argparse.Namespace):
+    """`SWEEP` as a name under --results, a RESULTS/SWEEP path or URI, or a sweep file."""
+    from sweeper.store import Store
+
+    target = args.sweep
+    if target.endswith((".yaml", ".yml")) and os.path.exists(target):
+        sweep = _load(target)
+        return sweep.name, Store.open(_results_root(args, sweep))
+    if args.results is None and ("/" in target.rstrip("/")):
+        root, name = target.rstrip("/").rsplit("/", 1)
+        return name, Store.open(root or "/")
+    return target, Store.open(_results_root(args))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from sweeper.plan import make_plan
+    from sweeper.search_space import parse_sweep
+
+    name, store = _sweep_name_and_store(args)
+    manifest = store.read_manifest(name)
+    if manifest is None:
+        raise SweeperInputError(f"SWEEP: got {name!r}; no sweep of that name under {store.uri}")
+    counts = store.status_counts(name)
+    stored = store.stored_ids(name)
+    sweep = parse_sweep(manifest["sweep_file"]) if manifest.get("sweep_file") else None
+    if sweep is not None and sweep.search.type != "optuna":
+        pending = len(make_plan(sweep, stored).pending)
+    else:
+        pending = max(0, manifest.get("trials_expanded", len(stored)) - len(stored))
+    done = sum(n for s, n in counts.items() if s != "failed")
+    print(f"{name}: {done} done, {counts.get('failed', 0)} failed, {pending} pending "
+          f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'nothing stored'}); "
+          f"updated {manifest.get('updated', '-')}")
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    name, store = _sweep_name_and_store(args)
+    if store.read_manifest(name) is None and not store.files(name, "trials"):
+        raise SweeperInputError(f"SWEEP: got {name!r}; no sweep of that name under {store.uri}")
+    before, rows = store.compact(name)
+    print(f"{name}: {before} trial files merged into 1 ({rows} trials)" if before > 1
+          else f"{name}: nothing to compact ({before} file)")
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from sweeper.executors.ray_tune import submit_job
+
+    sweep = _load(args.file)  # validated here, before anything is sent
+    extra = ["--results", args.results] if args.results else []
+    if args.pack_size:
+        extra += ["--pack-size", str(args.pack_size)]
+    if args.results_shared:
+        extra.append("--results-shared")
+    return submit_job(args.address, args.file, sweep.name, extra, sys.stdout, args.env)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="show what a sweep file expands to; runs nothing")
+    p.add_argument("file")
+    p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
+    p.add_argument("--rows", type=int, default=10)
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="workers assumed for the automatic pack size")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("run", help="run a sweep (embedded local Ray unless --address)")
+    p.add_argument("file")
+    p.add_argument("--results")
+    p.add_argument("--address", help="an existing Ray cluster (e.g. auto, or HEAD:6379)")
+    p.add_argument("--pack-size", type=int, help="specs per pack (default: automatic)")
+    p.add_argument("--executor", choices=("ray", "local"), default="ray",
+                   help="ray (Ray Tune) or local (in this process, no Ray)")
+    p.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray (default: all)")
+    p.add_argument("--retries", type=int, help="override the file's retries")
+    p.add_argument("--results-shared", action="store_true",
+                   help="the local results path is a filesystem every node shares")
+    p.add_argument("-v", "--verbose", action="store_true", help="show the workers' output")
+    p.set_defaults(func=cmd_run)
+
+    for name, func, text in (("status", cmd_status, "done / failed / pending counts"),
+                             ("compact", cmd_compact, "merge a sweep's small Parquet files")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("sweep", help="a sweep name, RESULTS/SWEEP, or the sweep file")
+        p.add_argument("--results")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("submit", help="submit a sweep as a Ray job and stream its progress")
+    p.add_argument("file")
+    p.add_argument("--address", required=True, help="the job server, http://HEAD:8265")
+    p.add_argument("--results")
+    p.add_argument("--pack-size", type=int)
+    p.add_argument("--results-shared", action="store_true")
+    p.add_argument("--env", action="append", default=[], metavar="NAME",
+                   help="an environment variable to pass to the job (repeatable)")
+    p.set_defaults(func=cmd_submit)

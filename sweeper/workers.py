@@ -15,3 +15,28 @@ def pin_threads(threads: float | int) -> int:
     torch.set_num_threads(n)
     torch.set_flush_denormal(True)
     return n
+
+
+def fail_if_injected(seeds: list[int]) -> None:
+    """Test hook: raise when `SWEEPER_FAIL_SEEDS` (comma-separated) names a seed of the pack.
+
+    This is how the suite makes a trial raise on purpose inside a real Ray worker.
+    """
+    import os
+
+    marked = {int(s) for s in os.environ.get("SWEEPER_FAIL_SEEDS", "").split(",") if s.strip()}
+    hit = sorted(marked.intersection(seeds))
+    if hit:
+        raise RuntimeError(f"injected failure for seed {hit[0]} (SWEEPER_FAIL_SEEDS)")
+
+
+def execute_pack(configs: list[dict], device: str, threads: float,
+                 report=None) -> list:
+    """Worker side of every executor: rebuild the specs, pin threads, train the pack."""
+    from sweeper.spec import spec_from_config
+    from sweeper.train import train_pack
+
+    pin_threads(threads)
+    specs = [spec_from_config(c, device) for c in configs]
+    fail_if_injected([s.seed for s in specs])
+    return train_pack(specs, report)

@@ -1,4 +1,7 @@
-"""Helpers shared by the analysis tests: synthetic stores and a filesystem that counts reads."""
+"""Helpers shared by the analysis tests: synthetic stores and a filesystem that counts reads.
+
+Test modules import the fixtures from here (tests/conftest.py belongs to sweeper's tests).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pytest
 
 from analysis import synthetic
 
@@ -23,6 +27,42 @@ def small_copy_sweep(root: Path, name: str = "copy", **kwargs) -> Path:
 def small_topic_sweep(root: Path, name: str = "topic", **kwargs) -> Path:
     """A topic-v1 sweep: 4 rho x 4 m x 3 classifiers x 3 seeds = 144 trials."""
     return synthetic.write_topic_sweep(root, name, **kwargs)
+
+
+_ONCE: dict[str, object] = {}
+
+
+def _once(key: str, make):
+    """Build a session fixture's value once, although each test module that imports the
+    fixture gets its own definition of it (these are not conftest fixtures)."""
+    if key not in _ONCE:
+        _ONCE[key] = make()
+    return _ONCE[key]
+
+
+def _make_store(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("results")
+    small_copy_sweep(root)
+    small_topic_sweep(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def store(tmp_path_factory) -> Path:
+    """A results root with a copy sweep and a topic sweep. Tests must not change it."""
+    return _once("store", lambda: _make_store(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
+def copy_report(store, tmp_path_factory):
+    """The copy sweep's report, written once: (Report, path of the HTML file)."""
+    from analysis.load import load
+    from analysis.report import write_report
+
+    def make():
+        path = tmp_path_factory.mktemp("report") / "report.html"
+        return write_report(load(store, "copy"), path), path
+    return _once("copy_report", make)
 
 
 class _CountingFile(io.RawIOBase):

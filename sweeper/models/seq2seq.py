@@ -75,6 +75,16 @@ def lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return F.embedding(idx + offsets, table.reshape(K * V, d))
 
 
+def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Per-model x @ w: x [K, ..., i], w [K, i, o] -> [K, ..., o], as one bmm.
+
+    (A broadcasting matmul over the extra dims would expand w per row and make the backward
+    pass reduce over that copy: many times slower.)
+    """
+    K, i = x.shape[0], x.shape[-1]
+    return torch.bmm(x.reshape(K, -1, i), w).view(*x.shape[:-1], w.shape[-1])
+
+
 class Seq2Seq(nn.Module):
     def __init__(self, cfg: Seq2SeqConfig, symbols: int, seeds: list[int],
                  dtype: torch.dtype = torch.float32, device: str = "cpu"):
@@ -109,14 +119,15 @@ class Seq2Seq(nn.Module):
         K, B, S, d = x.shape
         w_ih, w_hh = getattr(self, f"{side}_w_ih"), getattr(self, f"{side}_w_hh")
         b_ih, b_hh = getattr(self, f"{side}_b_ih"), getattr(self, f"{side}_b_hh")
-        x_proj = x @ w_ih[:, None] + b_ih[:, None, None]  # [K, B, S, G d], all steps at once
+        x_proj = linear(x, w_ih) + b_ih[:, None, None]  # [K, B, S, G d], all steps at once
         if state is None:
             zeros = x.new_zeros(K, B, d)
             state = (zeros, zeros) if self.cfg.cell == "lstm" else (zeros,)
         outputs = []
-        for t in range(S):
+        # unbind, not x_proj[:, :, t]: each slice's backward would zero-fill a full-size grad.
+        for x_t in x_proj.unbind(dim=2):
             h_proj = torch.baddbmm(b_hh[:, None], state[0], w_hh)  # [K, B, G d]
-            state = self._cell(x_proj[:, :, t], h_proj, state)
+            state = self._cell(x_t, h_proj, state)
             outputs.append(state[0])
         return torch.stack(outputs, dim=2), state
 
@@ -148,13 +159,11 @@ class Seq2Seq(nn.Module):
 
     def readout(self, dec: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         """W_o tanh(W_c [s; c]) for any leading shape [K, ..., d] -> [K, ..., V]."""
-        d, K = self.cfg.width, dec.shape[0]
-        mats = (K,) + (1,) * (dec.dim() - 3)  # broadcast over the batch dims of dec and ctx
-        vecs = (K,) + (1,) * (dec.dim() - 2)
-        hidden = torch.tanh(dec @ self.w_c[:, :d].reshape(*mats, d, d)
-                            + ctx @ self.w_c[:, d:].reshape(*mats, d, d)
-                            + self.b_c.reshape(*vecs, d))
-        return hidden @ self.w_o.reshape(*mats, d, -1) + self.b_o.reshape(*vecs, -1)
+        d = self.cfg.width
+        bias = (dec.shape[0],) + (1,) * (dec.dim() - 2)  # [K, 1, ..., 1]
+        hidden = torch.tanh(linear(dec, self.w_c[:, :d]) + linear(ctx, self.w_c[:, d:])
+                            + self.b_c.view(*bias, d))
+        return linear(hidden, self.w_o) + self.b_o.view(*bias, -1)
 
     def forward(self, src: torch.Tensor, dec_in: torch.Tensor,
                 uniform: bool = False) -> Seq2SeqOutput:

@@ -1,0 +1,195 @@
+"""The `query`, `phase` and `report` subcommands, registered on the `sweeper` command's parser.
+
+`register(subparsers)` adds them; each sets `func(args) -> int`. Bad input (an unknown column,
+a malformed where or SQL, a bad threshold) prints one line on stderr and returns 2.
+`python -m analysis ...` runs the same subcommands without the rest of sweeper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .errors import AnalysisInputError
+from .load import load, split_sweep_dir
+from .outcomes import Thresholds
+from .query import FORMATS, format_frame, query_frame, sql
+
+SWEEP_HELP = "the sweep's folder: RESULTS/SWEEP, a local path or a URI such as s3://bucket/p/SWEEP"
+
+
+def _one_line_errors(func: Callable[[argparse.Namespace], int]):
+    @functools.wraps(func)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except AnalysisInputError as exc:
+            message = " ".join(str(exc).split())
+            print(f"sweeper {args.analysis_command}: error: {message}", file=sys.stderr)
+            return 2
+    return run
+
+
+def _columns(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    columns = [c.strip() for c in text.split(",") if c.strip()]
+    if not columns:
+        raise AnalysisInputError("--columns: give comma-separated column names")
+    return columns
+
+
+def _facet(text: str) -> str | None:
+    return None if text.lower() == "none" else text
+
+
+def _thresholds(args: argparse.Namespace) -> Thresholds:
+    return Thresholds(accuracy=args.threshold, attention=args.attention_threshold,
+                      ktiw=args.ktiw_threshold)
+
+
+def _load(args: argparse.Namespace, **kwargs):
+    root, sweep = split_sweep_dir(args.sweep_dir)
+    return load(root, sweep, **kwargs)
+
+
+# ---------------------------------------------------------------- query
+
+@_one_line_errors
+def run_query(args: argparse.Namespace) -> int:
+    root, sweep = split_sweep_dir(args.sweep_dir)
+    if args.sql is not None:
+        if args.where is not None or args.columns is not None:
+            raise AnalysisInputError("give --sql, or --where/--columns, not both")
+        frame = sql(root, args.sql, sweep)
+        if args.limit is not None:
+            frame = frame.head(args.limit)
+    else:
+        frame = query_frame(root, sweep, where=args.where, columns=_columns(args.columns),
+                            table=args.table, limit=args.limit)
+    sys.stdout.write(format_frame(frame, args.format))
+    return 0
+
+
+def _add_query(subparsers) -> None:
+    p = subparsers.add_parser(
+        "query", help="print a sweep's trials or trajectories, filtered, or run SQL",
+        description="Rows of a sweep's trials (or trajectories), filtered with --where and "
+                    "projected with --columns; or any SQL over the views trials and "
+                    "trajectories (DuckDB; quote dotted names: \"model.heads\").")
+    p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
+    p.add_argument("--where", help="e.g. 'model.heads == 1 and task.hardness > 0.5'")
+    p.add_argument("--columns", help="comma-separated, e.g. seed,learned,steps_to_learn")
+    p.add_argument("--table", choices=("trials", "trajectories"), default="trials")
+    p.add_argument("--sql", help='e.g. "SELECT * FROM trials JOIN trajectories USING (trial_id)"')
+    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--limit", type=int, help="print at most this many rows")
+    p.set_defaults(func=run_query, analysis_command="query")
+
+
+# ---------------------------------------------------------------- phase
+
+def _add_phase_options(p: argparse.ArgumentParser, axes_required: bool) -> None:
+    p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
+    p.add_argument("--x", required=axes_required, help="x axis column, e.g. task.cooccurrence")
+    p.add_argument("--y", required=axes_required, help="y axis column, e.g. task.hardness")
+    p.add_argument("--facet", type=_facet, default="auto",
+                   help="one panel per value, e.g. model.heads; 'none' for one panel "
+                        "(default: the swept model column)")
+    p.add_argument("--threshold", type=float, default=0.95,
+                   help="accuracy at which a trial counts as learned (default 0.95)")
+    p.add_argument("--attention-threshold", type=float, default=0.5,
+                   help="attn_acc for the attention onset (default 0.5)")
+    p.add_argument("--ktiw-threshold", type=float, default=0.5,
+                   help="ktiw_acc for the KTIW onset (default 0.5)")
+    p.add_argument("--min-seeds", type=int, default=3,
+                   help="cells with fewer counted seeds are marked insufficient (default 3)")
+
+
+@_one_line_errors
+def run_phase(args: argparse.Namespace) -> int:
+    from . import plots  # matplotlib only when drawing
+    from .phase import default_axes, phase_from_results
+
+    results = _load(args)
+    facet = args.facet
+    if facet == "auto":
+        auto = default_axes(results.trials)[2]
+        facet = auto if auto not in (args.x, args.y) else None
+    phase = phase_from_results(results, args.x, args.y, facet, thresholds=_thresholds(args),
+                               min_seeds=args.min_seeds)
+    path = plots.save(plots.phase_figure(phase), args.output)
+    if args.cells:
+        _write_cells(phase, Path(args.cells))
+    counts = phase.cells["regime"].value_counts()
+    summary = ", ".join(f"{r} {int(counts.get(r, 0))}" for r in
+                        ("learned", "failed", "unreliable", "insufficient", "missing"))
+    print(f"wrote {path}: {len(phase.cells)} cells ({summary}); "
+          f"{int(phase.cells['recovered'].sum())} recovered; "
+          f"{len(phase.boundary)} boundary segments")
+    return 0
+
+
+def _write_cells(phase, path: Path) -> None:
+    if path.suffix not in (".csv", ".json"):
+        raise AnalysisInputError(f"--cells {path.name!r}: use a .csv or .json file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".csv":
+        phase.cells.to_csv(path, index=False)
+    else:
+        phase.cells.to_json(path, orient="records")
+
+
+def _add_phase(subparsers) -> None:
+    p = subparsers.add_parser(
+        "phase", help="draw a phase diagram (PNG or SVG by the file's extension)",
+        description="Success probability per cell of two axes, one panel per facet value, "
+                    "with Wilson intervals, regimes, the p = 0.5 boundary and recovery maps. "
+                    "Outcomes are recomputed from the trajectories at the given thresholds.")
+    _add_phase_options(p, axes_required=True)
+    p.add_argument("-o", "--output", default="phase.png", help="phase.png or phase.svg")
+    p.add_argument("--cells", help="also write the cells table here (.csv or .json)")
+    p.set_defaults(func=run_phase, analysis_command="phase")
+
+
+# ---------------------------------------------------------------- report
+
+@_one_line_errors
+def run_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    results = _load(args)
+    report = write_report(results, args.output, x=args.x, y=args.y, facet=args.facet,
+                          thresholds=_thresholds(args), min_seeds=args.min_seeds)
+    print(f"wrote {args.output}: {len(results.trials)} trials, {len(report.phase.cells)} cells, "
+          f"{len(report.figures)} figures")
+    return 0
+
+
+def _add_report(subparsers) -> None:
+    p = subparsers.add_parser(
+        "report", help="write one self-contained HTML page about a sweep",
+        description="Manifest, counts, phase diagrams, trajectory plots and the cells table "
+                    "in one HTML file with its figures embedded (readable offline).")
+    _add_phase_options(p, axes_required=False)
+    p.add_argument("-o", "--output", default="report.html")
+    p.set_defaults(func=run_report, analysis_command="report")
+
+
+def register(subparsers) -> None:
+    """Add `query`, `phase` and `report` to an argparse subparsers object."""
+    _add_query(subparsers)
+    _add_phase(subparsers)
+    _add_report(subparsers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m analysis`: the three subcommands on their own."""
+    parser = argparse.ArgumentParser(prog="python -m analysis",
+                                     description="Query sweeps and draw their phase diagrams.")
+    register(parser.add_subparsers(dest="subcommand", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,363 @@
+"""Phase diagrams as plain data: where attention learning succeeds, fails, or heads recover it.
+
+`compute_phase` turns trials (with outcomes) into a `PhaseDiagram`: per cell of two axes,
+faceted by a third, the success probability over seeds with a Wilson interval, medians of
+steps to learn and attention onset, a regime, the recovery map and the p = 0.5 boundary.
+Nothing here draws; `analysis.plots` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+
+from .errors import AnalysisInputError, unknown_column
+from .outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
+
+REGIMES = ("learned", "failed", "unreliable", "insufficient", "missing")
+COUNTED_STATUSES = ("ok", "diverged")
+CONFIG_PREFIXES = ("task.", "model.", "optim.", "train.")
+_FACET = "_facet"
+
+
+def wilson_interval(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson score interval for k successes out of n; NaN where n = 0."""
+    k = np.asarray(successes, dtype=float)
+    n = np.asarray(n, dtype=float)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = k / n
+        denom = 1 + z**2 / n
+        center = (p + z**2 / (2 * n)) / denom
+        half = z / denom * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
+    low = np.where(k == 0, 0.0, np.clip(center - half, 0, 1))  # exact at the ends: no 1e-17
+    high = np.where(k == n, 1.0, np.clip(center + half, 0, 1))
+    empty = n == 0
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
+@dataclass
+class PhaseDiagram:
+    """Everything a phase diagram shows, computed once and drawn or tabulated from here.
+
+    cells: one row per (facet value, x, y) of the full grid of sampled axis values, with
+    ix, iy (grid indices), n_trials (any status), n (seeds counted), successes, p, p_low,
+    p_high, median_steps_to_learn, median_attention_onset, regime, recovered.
+    recovery: per facet value other than `base` and (x, y): p, p_base, delta = p - p_base
+    (NaN unless both cells have at least min_seeds seeds), recovered.
+    boundary: segments of the p = level boundary, one per pair of grid-adjacent cells with
+    enough seeds whose p lie strictly on opposite sides of level; edge_* are the coordinates
+    of the shared cell edge in grid-index units (cell centres at integer ix, iy).
+    """
+
+    x: str
+    y: str
+    facet: str | None
+    x_values: list
+    y_values: list
+    facet_values: list
+    base: object
+    cells: pd.DataFrame
+    recovery: pd.DataFrame
+    boundary: pd.DataFrame
+    level: float = 0.5
+    confidence: float = 0.95
+    min_seeds: int = 3
+    accuracy_threshold: float | None = None
+    pooled: list[str] = field(default_factory=list)
+    excluded: dict[str, int] = field(default_factory=dict)
+
+    def facet_cells(self, value: object) -> pd.DataFrame:
+        """The cells of one facet value (all cells when there is no facet)."""
+        if self.facet is None:
+            return self.cells
+        return self.cells[self.cells[self.facet] == value]
+
+    def grid(self, column: str, value: object = None, frame: pd.DataFrame | None = None
+             ) -> np.ndarray:
+        """A (len(y_values), len(x_values)) array of one cells column for one facet value."""
+        cells = self.facet_cells(value) if frame is None else frame
+        out = np.full((len(self.y_values), len(self.x_values)), np.nan, dtype=object)
+        out[cells["iy"].to_numpy(), cells["ix"].to_numpy()] = cells[column].to_numpy()
+        return out
+
+    def regime_counts(self) -> pd.DataFrame:
+        """Cells per regime and facet value (a column per regime)."""
+        by = [self.facet] if self.facet else []
+        counts = self.cells.groupby([*by, "regime"], observed=False).size().unstack(
+            "regime", fill_value=0) if by else self.cells["regime"].value_counts().to_frame().T
+        return counts.reindex(columns=list(REGIMES), fill_value=0)
+
+
+# ---------------------------------------------------------------- inputs
+
+def _check_axes(trials: pd.DataFrame, axes: Sequence[str | None]) -> None:
+    named = [a for a in axes if a is not None]
+    for a in named:
+        if a not in trials.columns:
+            raise unknown_column(a, trials.columns, "phase axes")
+    if len(set(named)) != len(named):
+        raise AnalysisInputError(f"phase axes must differ, got {', '.join(named)}")
+    for column in ("learned",):
+        if column not in trials.columns:
+            raise AnalysisInputError(f"trials have no {column!r} column: load them with "
+                                     "outcomes, or pass trajectories to recompute them")
+
+
+def _sorted_unique(values: pd.Series) -> list:
+    unique = pd.unique(values.dropna())
+    try:
+        return sorted(unique.tolist())
+    except TypeError:
+        return sorted(unique.tolist(), key=str)
+
+
+def _counted(trials: pd.DataFrame, axes: list[str], statuses: Sequence[str]
+             ) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The trials with axis values, and how many were left out and why."""
+    excluded = {}
+    missing_axis = trials[axes].isna().any(axis=1)
+    if missing_axis.any():
+        excluded["no axis value"] = int(missing_axis.sum())
+    frame = trials[~missing_axis]
+    if "status" in frame.columns:
+        for status, count in frame.loc[~frame["status"].isin(statuses), "status"].value_counts(
+                ).items():
+            excluded[f"status {status}"] = int(count)
+    return frame, excluded
+
+
+def _pooled(frame: pd.DataFrame, keys: list[str]) -> list[str]:
+    """Config columns that vary inside a cell: the cell pools over them."""
+    config = [c for c in frame.columns if c.startswith(CONFIG_PREFIXES) and c not in keys]
+    if not config or frame.empty:
+        return []
+    hashable = [c for c in config if frame[c].dtype != object]  # lists are not comparable
+    varying = frame.groupby(keys, dropna=False)[hashable].nunique(dropna=False).max()
+    return sorted(varying[varying > 1].index)
+
+
+# ---------------------------------------------------------------- cells
+
+def _cell_stats(frame: pd.DataFrame, keys: list[str], statuses: Sequence[str]) -> pd.DataFrame:
+    """n_trials, n, successes and medians per sampled cell."""
+    ok = frame["status"].isin(statuses) if "status" in frame.columns else pd.Series(
+        True, index=frame.index)
+    learned = frame["learned"].astype("boolean")
+    counted = ok & learned.notna()
+    work = pd.DataFrame({
+        "counted": counted.astype(int),
+        "success": (counted & learned.fillna(False)).astype(int),
+        "steps": _float(frame, "steps_to_learn").where(counted & learned.fillna(False)),
+        "onset": _float(frame, "attention_onset").where(counted),
+    }, index=frame.index)
+    work[keys] = frame[keys]
+    grouped = work.groupby(keys, sort=False)
+    return pd.DataFrame({
+        "n_trials": grouped.size(), "n": grouped["counted"].sum(),
+        "successes": grouped["success"].sum(),
+        "median_steps_to_learn": grouped["steps"].median(),
+        "median_attention_onset": grouped["onset"].median(),
+    })
+
+
+def _float(frame: pd.DataFrame, column: str) -> pd.Series:
+    if column not in frame.columns:
+        return pd.Series(np.nan, index=frame.index)
+    return pd.to_numeric(frame[column], errors="coerce").astype(float)
+
+
+def _full_grid(keys: list[str], values: list[list]) -> pd.DataFrame:
+    """Every (facet, x, y) combination, with grid indices ix, iy."""
+    index = pd.MultiIndex.from_product(values, names=keys)
+    grid = index.to_frame(index=False)
+    grid["ix"] = grid[keys[1]].map({v: i for i, v in enumerate(values[1])}).astype(int)
+    grid["iy"] = grid[keys[2]].map({v: i for i, v in enumerate(values[2])}).astype(int)
+    return grid
+
+
+def _regimes(cells: pd.DataFrame, level: float, min_seeds: int) -> np.ndarray:
+    conditions = [cells["n_trials"] == 0, cells["n"] < min_seeds,
+                  cells["p_low"] > level, cells["p_high"] < level]
+    return np.select(conditions, ["missing", "insufficient", "learned", "failed"], "unreliable")
+
+
+def _cells(frame: pd.DataFrame, keys: list[str], values: list[list], statuses: Sequence[str],
+           level: float, confidence: float, min_seeds: int) -> pd.DataFrame:
+    stats = _cell_stats(frame, keys, statuses)
+    cells = _full_grid(keys, values).merge(stats.reset_index(), on=keys, how="left")
+    for column in ("n_trials", "n", "successes"):
+        cells[column] = cells[column].fillna(0).astype(int)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cells["p"] = np.where(cells["n"] > 0, cells["successes"] / cells["n"], np.nan)
+    cells["p_low"], cells["p_high"] = wilson_interval(cells["successes"], cells["n"], confidence)
+    cells["regime"] = _regimes(cells, level, min_seeds)
+    return cells
+
+
+# ---------------------------------------------------------------- recovery and boundary
+
+def _recovery(cells: pd.DataFrame, base: object, min_seeds: int) -> pd.DataFrame:
+    """p(H) - p(base) per facet value H != base, where both cells have enough seeds."""
+    columns = [_FACET, "x", "y", "ix", "iy", "p", "n", "regime"]
+    base_cells = cells.loc[cells[_FACET] == base, ["ix", "iy", "p", "n", "regime"]].rename(
+        columns={"p": "p_base", "n": "n_base", "regime": "regime_base"})
+    other = cells.loc[cells[_FACET] != base, columns].merge(base_cells, on=["ix", "iy"],
+                                                            how="left")
+    enough = (other["n"] >= min_seeds) & (other["n_base"] >= min_seeds)
+    other["delta"] = (other["p"] - other["p_base"]).where(enough)
+    other["recovered"] = (other["regime"] == "learned") & (other["regime_base"] == "failed")
+    return other
+
+
+def _boundary(cells: pd.DataFrame, level: float, min_seeds: int) -> pd.DataFrame:
+    """Edges between grid-adjacent cells with enough seeds whose p straddle the level."""
+    usable = cells[cells["n"] >= min_seeds]
+    keep = [_FACET, "ix", "iy", "x", "y", "p"]
+    segments = []
+    for dx, dy in ((1, 0), (0, 1)):
+        nxt = usable[keep].assign(ix=usable["ix"] - dx, iy=usable["iy"] - dy)
+        pairs = usable[keep].merge(nxt, on=[_FACET, "ix", "iy"], suffixes=("_a", "_b"))
+        side_a, side_b = pairs["p_a"] - level, pairs["p_b"] - level
+        pairs = pairs[side_a * side_b < 0].copy()
+        pairs["ix_b"], pairs["iy_b"] = pairs["ix"] + dx, pairs["iy"] + dy
+        ex, ey = pairs["ix"] + dx / 2, pairs["iy"] + dy / 2
+        pairs["edge_x0"], pairs["edge_y0"] = ex - dy / 2, ey - dx / 2
+        pairs["edge_x1"], pairs["edge_y1"] = ex + dy / 2, ey + dx / 2
+        segments.append(pairs.rename(columns={"ix": "ix_a", "iy": "iy_a"}))
+    columns = [_FACET, "x_a", "y_a", "x_b", "y_b", "ix_a", "iy_a", "ix_b", "iy_b", "p_a", "p_b",
+               "edge_x0", "edge_y0", "edge_x1", "edge_y1"]
+    return pd.concat(segments, ignore_index=True)[columns]
+
+
+def _default_base(facet_values: list) -> object:
+    """The facet value the recovery map compares with: 1 (one head) if sampled, else the
+    smallest value."""
+    return 1 if 1 in facet_values else (facet_values[0] if facet_values else None)
+
+
+def _rename(frame: pd.DataFrame, x: str, y: str, facet: str | None) -> pd.DataFrame:
+    """Internal names (x, y, _facet, x_a...) back to the columns' own names."""
+    names = {"x": x, "y": y, "x_a": f"{x}_a", "x_b": f"{x}_b", "y_a": f"{y}_a", "y_b": f"{y}_b"}
+    if facet is None:
+        return frame.drop(columns=[_FACET]).rename(columns=names)
+    return frame.rename(columns={**names, _FACET: facet})
+
+
+# ---------------------------------------------------------------- entry points
+
+def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None, *,
+                  min_seeds: int = 3, level: float = 0.5, confidence: float = 0.95,
+                  base: object = None, statuses: Sequence[str] = COUNTED_STATUSES,
+                  accuracy_threshold: float | None = None) -> PhaseDiagram:
+    """The phase diagram of trials that carry a `learned` column (stored or recomputed).
+
+    A seed counts when its status is in `statuses` (a diverged run is a failure to learn; a
+    `failed` run is an infrastructure failure and says nothing) and its `learned` is known.
+    Regimes: missing (no trial at that grid point), insufficient (fewer than min_seeds seeds
+    counted), learned (Wilson lower bound > level), failed (upper bound < level), else
+    unreliable. recovered: learned at a facet value whose `base` cell (one head) failed.
+    """
+    _check_axes(trials, [x, y, facet])
+    if min_seeds < 1 or not 0 < level < 1 or not 0 < confidence < 1:
+        raise AnalysisInputError(
+            f"min_seeds {min_seeds} must be >= 1, level {level} and confidence {confidence} "
+            "in (0, 1)")
+    frame, excluded = _counted(trials, [a for a in (x, y, facet) if a], statuses)
+    if frame.empty:
+        raise AnalysisInputError(f"no trials with values of {x}, {y} to draw a phase diagram of")
+    frame = frame.assign(**{_FACET: frame[facet] if facet else "all"})
+    keys = [_FACET, x, y]
+    values = [_sorted_unique(frame[k]) for k in keys]
+    cells = _cells(frame, keys, values, statuses, level, confidence, min_seeds)
+    cells = cells.rename(columns={x: "x", y: "y"})
+    base = _default_base(values[0]) if base is None else base
+    if facet is not None and base not in values[0]:
+        raise AnalysisInputError(f"base {base!r} is not a value of {facet}: {values[0]}")
+    recovery = _recovery(cells, base, min_seeds) if facet else pd.DataFrame(
+        columns=[_FACET, "x", "y", "ix", "iy", "p", "p_base", "delta", "recovered"])
+    cells["recovered"] = False
+    if facet:
+        hit = recovery.loc[recovery["recovered"], [_FACET, "ix", "iy"]]
+        marks = cells[[_FACET, "ix", "iy"]].merge(hit.assign(_hit=True), how="left")["_hit"]
+        cells["recovered"] = marks.fillna(False).astype(bool).to_numpy()
+    boundary = _boundary(cells, level, min_seeds)
+    return PhaseDiagram(
+        x=x, y=y, facet=facet, x_values=values[1], y_values=values[2],
+        facet_values=values[0] if facet else [None], base=base if facet else None,
+        cells=_rename(cells, x, y, facet), recovery=_rename(recovery, x, y, facet),
+        boundary=_rename(boundary, x, y, facet), level=level, confidence=confidence,
+        min_seeds=min_seeds, accuracy_threshold=accuracy_threshold,
+        pooled=_pooled(frame, keys[1:] + ([facet] if facet else [])), excluded=excluded)
+
+
+PREFERRED_AXES = ("task.cooccurrence", "task.hardness", "task.distractors", "task.length",
+                  "task.vocab", "task.classes", "task.topic_words",
+                  "task.samples", "optim.lr", "model.width", "model.dim", "train.batch_size",
+                  "train.steps")
+PREFERRED_FACETS = ("model.heads", "model.classifier", "model.attention", "model.cell",
+                    "model.train_keys", "model.train_embeddings")
+_DERIVED = ("task.lift", "task.content_tokens")  # follow from task.cooccurrence
+
+
+def default_axes(trials: pd.DataFrame) -> tuple[str, str, str | None]:
+    """x, y and facet for a sweep: the swept columns, in the order a researcher expects
+    (co-occurrence, then hardness or distractors; heads or classifier as the facet)."""
+    config = [c for c in trials.columns if c.startswith(CONFIG_PREFIXES)
+              and trials[c].dtype != object]
+    varying = [c for c in config if c not in _DERIVED and trials[c].nunique() > 1]
+    facet = next((c for c in PREFERRED_FACETS if c in varying), None)
+    swept = [c for c in PREFERRED_AXES if c in varying and c != facet]
+    swept += [c for c in varying if c not in swept and c != facet]
+    fixed = [c for c in PREFERRED_AXES if c in config and c not in varying]
+    axes = swept + fixed
+    if len(axes) < 2:
+        raise AnalysisInputError(
+            f"cannot choose phase axes: give x and y (columns: {', '.join(config)})")
+    return axes[0], axes[1], facet
+
+
+def representative_cells(phase: PhaseDiagram, limit: int = 4) -> list[dict]:
+    """Cells worth showing trajectories of, each {column: value}.
+
+    With a facet: every facet value at the distribution point where more heads help most (a
+    recovered point if there is one, else the largest p difference). Without: one learned,
+    one failed and one unreliable cell.
+    """
+    keys = [k for k in (phase.facet, phase.x, phase.y) if k]
+    cells = phase.cells[phase.cells["n"] > 0]
+    rec = phase.recovery
+    if phase.facet and len(rec) and rec["delta"].notna().any():
+        ranked = rec.assign(score=rec["recovered"].astype(float) * 10 + rec["delta"].fillna(-9))
+        best = ranked.loc[ranked["score"].idxmax()]
+        point = cells[(cells["ix"] == best["ix"]) & (cells["iy"] == best["iy"])]
+        return [{k: row[k] for k in keys} for _, row in point.head(limit).iterrows()]
+    chosen = []
+    for regime in ("learned", "failed", "unreliable"):
+        match = cells[cells["regime"] == regime]
+        if len(match) and len(chosen) < limit:
+            row = match.iloc[len(match) // 2]
+            chosen.append({k: row[k] for k in keys})
+    return chosen or [{k: row[k] for k in keys} for _, row in cells.head(limit).iterrows()]
+
+
+def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
+                       thresholds: Thresholds = DEFAULT_THRESHOLDS, **kwargs) -> PhaseDiagram:
+    """Recompute outcomes from the trajectories at `thresholds`, then `compute_phase`."""
+    trials = results.trials
+    trials = with_outcomes(trials, outcome_trajectories(results), thresholds)
+    return compute_phase(trials, x, y, facet, accuracy_threshold=thresholds.accuracy, **kwargs)
+
+
+def outcome_trajectories(results) -> pd.DataFrame:
+    """Just the trajectory columns that outcomes need (a projected scan, not the whole table)."""
+    have = set(results.trajectory_columns)
+    wanted = [c for c in ("accuracy", "attn_acc", "ktiw_acc", "loss") if c in have]
+    if "accuracy" not in wanted:
+        raise AnalysisInputError("the trajectories have no 'accuracy' column; available "
+                                 f"columns: {', '.join(sorted(have))}")
+    return results.read_trajectories(columns=wanted)

@@ -1,0 +1,434 @@
+"""Drawing only: figures from a PhaseDiagram, trials and trajectories. No numbers are made here.
+
+Figures are built as `matplotlib.figure.Figure` on the Agg canvas, never through pyplot, so
+importing this module changes no global backend and drawing works on a headless machine.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import BoundaryNorm, ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+
+from .errors import AnalysisInputError
+from .phase import COUNTED_STATUSES, PhaseDiagram
+
+LABELS = {
+    "task.cooccurrence": "co-occurrence strength c", "task.hardness": "hardness h",
+    "model.heads": "heads H", "task.length": "sequence length L", "task.vocab": "vocabulary N",
+    "task.content_tokens": "content tokens N", "task.lift": "lift (N-1)/(L-1)",
+    "task.distractors": "distractors m", "task.classes": "classes C",
+    "task.topic_words": "topic words per class", "task.samples": "sentences",
+    "model.width": "width d", "model.dim": "embedding dimension", "model.cell": "cell",
+    "model.classifier": "classifier", "model.attention": "attention",
+    "optim.lr": "learning rate", "train.batch_size": "batch size", "train.steps": "step budget",
+    "step": "step", "seed": "seed",
+}
+SYMBOLS = {"task.cooccurrence": "c", "task.hardness": "h", "model.heads": "H",
+           "task.length": "L", "task.vocab": "N", "task.distractors": "m",
+           "task.classes": "C", "model.width": "d", "optim.lr": "lr"}
+METRIC_LABELS = {
+    "accuracy": "token accuracy", "attn_acc": "attention accuracy",
+    "ktiw_acc": "KTIW-probe accuracy", "uniform_acc": "uniform-attention accuracy",
+    "topic_attention": "attention on the topic word", "loss": "loss",
+}
+COPY_METRICS = ("accuracy", "attn_acc", "ktiw_acc", "uniform_acc")
+FORMATS = (".png", ".svg", ".pdf")
+_MISSING_COLOR, _INSUFFICIENT_COLOR = "#ffffff", "#d9d9d9"
+
+
+def axis_label(column: str | None) -> str:
+    """Words for a column: 'co-occurrence strength c' for task.cooccurrence."""
+    if column is None:
+        return ""
+    return LABELS.get(column, column)
+
+
+def value_label(column: str | None, value: object) -> str:
+    """'H = 4' for (model.heads, 4); 'classifier tc' where no symbol exists."""
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    if column in SYMBOLS:
+        return f"{SYMBOLS[column]} = {text}"
+    return f"{axis_label(column)} {text}"
+
+
+def short_value(column: str | None, value: object) -> str:
+    """'H = 4' where the column has a symbol, else just the value ('tc')."""
+    return value_label(column, value) if column in SYMBOLS else _tick(value)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Panels placed by fixed margins in inches: several times faster than a layout engine
+    (text extents are never measured), and a figure's size never depends on its labels."""
+
+    rows: int
+    cols: int
+    panel: tuple[float, float]  # one axes box, width and height in inches
+    left: float = 0.9
+    right: float = 0.3
+    top: float = 0.8
+    bottom: float = 0.7
+    wgap: float = 0.9
+    hgap: float = 0.9
+
+    @property
+    def size(self) -> tuple[float, float]:
+        width = self.left + self.cols * self.panel[0] + (self.cols - 1) * self.wgap + self.right
+        height = self.top + self.rows * self.panel[1] + (self.rows - 1) * self.hgap + self.bottom
+        return width, height
+
+    def figure(self) -> Figure:
+        fig = Figure(figsize=self.size)
+        FigureCanvasAgg(fig)
+        return fig
+
+    def _box(self, row: int, x: float, width: float) -> list[float]:
+        fig_w, fig_h = self.size
+        y = fig_h - self.top - (row + 1) * self.panel[1] - row * self.hgap
+        return [x / fig_w, y / fig_h, width / fig_w, self.panel[1] / fig_h]
+
+    def axes(self, fig: Figure, row: int, col: int):
+        x = self.left + col * (self.panel[0] + self.wgap)
+        return fig.add_axes(self._box(row, x, self.panel[0]))
+
+    def colorbar_axes(self, fig: Figure, row: int):
+        """A thin axes in the right margin, beside a row."""
+        x = self.size[0] - self.right + 0.2
+        return fig.add_axes(self._box(row, x, 0.16))
+
+    def title(self, fig: Figure, text: str) -> None:
+        fig.suptitle(text, y=1 - 0.08 / self.size[1], va="top")
+
+    def legend(self, fig: Figure, handles: list, ncols: int) -> None:
+        fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=ncols,
+                   fontsize="small", frameon=False)
+
+
+def save(fig: Figure, path: str | os.PathLike, dpi: int = 100) -> Path:
+    """Write a figure; the format follows the extension (.png, .svg, .pdf)."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise AnalysisInputError(
+            f"cannot save a figure as {path.name!r}: use one of {', '.join(FORMATS)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi, format=path.suffix.lower()[1:])
+    return path
+
+
+# ---------------------------------------------------------------- phase diagram
+
+def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool = True
+                 ) -> Figure:
+    """One success-probability panel per facet value, then a recovery-map panel per facet
+    value other than the base; boundary at p = level, unsampled cells marked."""
+    others = [v for v in phase.facet_values if v != phase.base] if phase.facet else []
+    show_recovery = recovery and bool(others)
+    layout = _phase_layout(phase, rows=2 if show_recovery else 1, bottom_legend=True)
+    fig = layout.figure()
+    for i, value in enumerate(phase.facet_values):
+        image = _probability_panel(layout.axes(fig, 0, i), phase, value, annotate)
+    fig.colorbar(image, cax=layout.colorbar_axes(fig, 0), label="success probability p")
+    if show_recovery:  # each recovery map sits under its own facet's panel
+        for value in others:
+            ax = layout.axes(fig, 1, phase.facet_values.index(value))
+            delta_image = _recovery_panel(ax, phase, value, annotate)
+        fig.colorbar(delta_image, cax=layout.colorbar_axes(fig, 1), label="p difference")
+    layout.title(fig, _phase_title(phase))
+    layout.legend(fig, _phase_legend(phase), ncols=4)
+    return fig
+
+
+def _phase_layout(phase: PhaseDiagram, rows: int, bottom_legend: bool) -> _Layout:
+    nx, ny = len(phase.x_values), len(phase.y_values)
+    cell = min(0.6, 4.0 / max(nx, ny, 1))
+    panel = (max(2.4, cell * nx), max(2.0, cell * ny))
+    return _Layout(rows=rows, cols=len(phase.facet_values), panel=panel, left=0.9, right=1.2,
+                   top=1.0, bottom=0.75 + (0.4 if bottom_legend else 0), wgap=0.9, hgap=0.9)
+
+
+def _phase_title(phase: PhaseDiagram) -> str:
+    success = ("success: best accuracy ≥ " f"{phase.accuracy_threshold:g}"
+               if phase.accuracy_threshold is not None else "success: stored `learned`")
+    pooled = f"; pooled over {', '.join(phase.pooled)}" if phase.pooled else ""
+    return (f"Where attention learning succeeds ({success})\n"
+            f"boundary at p = {phase.level:g}; {phase.confidence:.0%} Wilson intervals; "
+            f"cells need ≥ {phase.min_seeds} seeds{pooled}")
+
+
+def _phase_legend(phase: PhaseDiagram) -> list:
+    return [Line2D([], [], color="black", lw=2.5, label=f"boundary p = {phase.level:g}"),
+            Patch(facecolor=_INSUFFICIENT_COLOR, hatch="///", edgecolor="grey",
+                  label=f"fewer than {phase.min_seeds} seeds"),
+            Patch(facecolor=_MISSING_COLOR, hatch="xx", edgecolor="grey", label="no trials"),
+            Patch(facecolor="none", edgecolor="#00a000", lw=2.5,
+                  label="recovered (failed with base)")]
+
+
+def _setup_grid_axes(ax, phase: PhaseDiagram, title: str) -> None:
+    ax.set_xticks(range(len(phase.x_values)), [_tick(v) for v in phase.x_values])
+    ax.set_yticks(range(len(phase.y_values)), [_tick(v) for v in phase.y_values])
+    ax.set_xlim(-0.5, len(phase.x_values) - 0.5)
+    ax.set_ylim(-0.5, len(phase.y_values) - 0.5)
+    ax.set_xlabel(axis_label(phase.x))
+    ax.set_ylabel(axis_label(phase.y))
+    ax.set_title(title)
+    ax.tick_params(axis="x", labelrotation=45 if len(phase.x_values) > 8 else 0)
+
+
+def _tick(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _mesh(ax, values: np.ndarray, **kwargs):
+    ny, nx = values.shape
+    return ax.pcolormesh(np.arange(nx + 1) - 0.5, np.arange(ny + 1) - 0.5,
+                         np.ma.masked_invalid(values.astype(float)), **kwargs)
+
+
+def _mark_unsampled(ax, cells: pd.DataFrame, min_seeds: int, annotate: bool) -> None:
+    """Hatch cells with too few seeds (their n shown) and cross out cells with no trials."""
+    for row in cells.itertuples(index=False):
+        regime = row.regime
+        if regime not in ("missing", "insufficient"):
+            continue
+        missing = regime == "missing"
+        ax.add_patch(Rectangle((row.ix - 0.5, row.iy - 0.5), 1, 1, linewidth=0.5,
+                               facecolor=_MISSING_COLOR if missing else _INSUFFICIENT_COLOR,
+                               edgecolor="grey", hatch="xx" if missing else "///"))
+        if annotate and not missing:
+            ax.text(row.ix, row.iy, f"n={row.n}", ha="center", va="center", fontsize=7)
+
+
+def _probability_panel(ax, phase: PhaseDiagram, value: object, annotate: bool):
+    cells = phase.facet_cells(value)
+    counted = cells.assign(p=cells["p"].where(cells["n"] >= phase.min_seeds))
+    image = _mesh(ax, phase.grid("p", frame=counted), cmap="viridis", vmin=0, vmax=1)
+    _mark_unsampled(ax, cells, phase.min_seeds, annotate)
+    if annotate and len(cells) <= 150:
+        for row in counted[counted["p"].notna()].itertuples(index=False):
+            ax.text(row.ix, row.iy, f"{row.successes}/{row.n}", ha="center", va="center",
+                    fontsize=7, color="white" if row.p < 0.6 else "black")
+    _draw_boundary(ax, phase, value)
+    _outline_recovered(ax, cells)
+    title = value_label(phase.facet, value) if phase.facet else "all trials"
+    _setup_grid_axes(ax, phase, f"p(success), {title}")
+    return image
+
+
+def _recovery_panel(ax, phase: PhaseDiagram, value: object, annotate: bool):
+    rec = phase.recovery[phase.recovery[phase.facet] == value]
+    image = _mesh(ax, phase.grid("delta", frame=rec), cmap="RdBu", vmin=-1, vmax=1)
+    either_missing = (rec["regime"] == "missing") | (rec["regime_base"] == "missing")
+    marks = np.where(either_missing, "missing", np.where(rec["delta"].isna(), "insufficient", ""))
+    _mark_unsampled(ax, rec.assign(regime=marks), phase.min_seeds, False)
+    if annotate and len(rec) <= 150:
+        for row in rec[rec["delta"].notna()].itertuples(index=False):
+            ax.text(row.ix, row.iy, f"{row.delta:+.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if abs(row.delta) > 0.6 else "black")
+    _outline_recovered(ax, rec)
+    base = short_value(phase.facet, phase.base)
+    _setup_grid_axes(ax, phase, f"recovery: p({short_value(phase.facet, value)}) − p({base})")
+    return image
+
+
+def _draw_boundary(ax, phase: PhaseDiagram, value: object) -> None:
+    segments = phase.boundary
+    if phase.facet is not None:
+        segments = segments[segments[phase.facet] == value]
+    for row in segments.itertuples(index=False):
+        ax.plot([row.edge_x0, row.edge_x1], [row.edge_y0, row.edge_y1], color="black", lw=2.5,
+                solid_capstyle="round")
+
+
+def _outline_recovered(ax, cells: pd.DataFrame) -> None:
+    for row in cells[cells["recovered"]].itertuples(index=False):
+        ax.add_patch(Rectangle((row.ix - 0.45, row.iy - 0.45), 0.9, 0.9, fill=False,
+                               edgecolor="#00a000", linewidth=2.5))
+
+
+def regime_figure(phase: PhaseDiagram) -> Figure:
+    """The regime of every cell, one panel per facet value (a categorical map)."""
+    regimes = ["learned", "unreliable", "failed", "insufficient", "missing"]
+    colors = ["#1a9850", "#fee08b", "#d73027", _INSUFFICIENT_COLOR, _MISSING_COLOR]
+    cmap, norm = ListedColormap(colors), BoundaryNorm(np.arange(6) - 0.5, 5)
+    layout = _phase_layout(phase, rows=1, bottom_legend=True)
+    layout = _Layout(**{**layout.__dict__, "top": 0.5, "right": 0.3})
+    fig = layout.figure()
+    for i, value in enumerate(phase.facet_values):
+        ax = layout.axes(fig, 0, i)
+        cells = phase.facet_cells(value)
+        codes = cells.assign(code=cells["regime"].map({r: i for i, r in enumerate(regimes)}))
+        _mesh(ax, phase.grid("code", frame=codes), cmap=cmap, norm=norm)
+        _outline_recovered(ax, cells)
+        _draw_boundary(ax, phase, value)
+        label = value_label(phase.facet, value) if phase.facet else "all trials"
+        _setup_grid_axes(ax, phase, f"regime, {label}")
+    layout.legend(fig, [Patch(facecolor=c, edgecolor="grey", label=r)
+                        for r, c in zip(regimes, colors, strict=True)], ncols=5)
+    return fig
+
+
+# ---------------------------------------------------------------- trajectories
+
+def select_cell(trials: pd.DataFrame, cell: Mapping[str, object]) -> pd.DataFrame:
+    """The counted trials (status ok or diverged) whose columns equal the cell's values."""
+    for column in cell:
+        if column not in trials.columns:
+            raise AnalysisInputError(f"cell column {column!r} is not a trials column")
+    mask = np.logical_and.reduce([trials[c] == v for c, v in cell.items()]) if cell else True
+    chosen = trials[mask]
+    if "status" in chosen.columns:
+        chosen = chosen[chosen["status"].isin(COUNTED_STATUSES)]
+    return chosen
+
+
+def cell_label(cell: Mapping[str, object]) -> str:
+    return ", ".join(value_label(c, v) for c, v in cell.items()) or "all trials"
+
+
+def _band(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Median and interquartile range over seeds, per step."""
+    values = pd.DataFrame({"step": rows["step"].astype(float),
+                           "v": pd.to_numeric(rows[metric], errors="coerce").astype(float)})
+    grouped = values.groupby("step")["v"]
+    return pd.DataFrame({"median": grouped.median(), "q25": grouped.quantile(0.25),
+                         "q75": grouped.quantile(0.75)}).sort_index()
+
+
+def _cell_rows(trials: pd.DataFrame, trajectories: pd.DataFrame, cell: Mapping[str, object]
+               ) -> tuple[pd.DataFrame, int]:
+    chosen = select_cell(trials, cell)
+    keys = ["sweep", "trial_id"] if {"sweep"} <= set(chosen.columns) & set(
+        trajectories.columns) else ["trial_id"]
+    rows = trajectories.merge(chosen[keys], on=keys)
+    return rows, len(chosen)
+
+
+def trajectory_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
+                      cells: Sequence[Mapping[str, object]],
+                      metrics: Sequence[str] = COPY_METRICS) -> Figure:
+    """One panel per metric (of those logged); per cell, the median over seeds against step
+    and the interquartile band."""
+    present = [m for m in metrics if m in trajectories.columns]
+    if not present:
+        raise AnalysisInputError(
+            f"none of {', '.join(metrics)} is in the trajectories; available: "
+            f"{', '.join(map(str, trajectories.columns))}")
+    if not cells:
+        raise AnalysisInputError("choose at least one cell to draw trajectories of")
+    ncols = min(len(present), 2)
+    nrows = math.ceil(len(present) / ncols)
+    legend_rows = math.ceil(len(cells) / 2)
+    layout = _Layout(rows=nrows, cols=ncols, panel=(3.8, 2.4), left=0.8, right=0.3, top=0.75,
+                     bottom=0.7 + 0.22 * legend_rows, wgap=0.8, hgap=0.8)
+    fig = layout.figure()
+    colors = [f"C{i % 10}" for i in range(len(cells))]
+    handles = []
+    for i, metric in enumerate(present):
+        ax = layout.axes(fig, i // ncols, i % ncols)
+        for cell, color in zip(cells, colors, strict=True):
+            rows, n = _cell_rows(trials, trajectories, cell)
+            band = _band(rows, metric)
+            (line,) = ax.plot(band.index, band["median"], color=color,
+                              label=f"{cell_label(cell)} (n={n})")
+            ax.fill_between(band.index, band["q25"], band["q75"], color=color, alpha=0.2,
+                            linewidth=0)
+            if i == 0:
+                handles.append(line)
+        ax.set_title(METRIC_LABELS.get(metric, metric))
+        ax.set_xlabel("step")
+        ax.set_ylabel(metric)
+        if metric != "loss":
+            ax.set_ylim(-0.02, 1.02)
+    layout.title(fig, "Trajectories: median over seeds, band = interquartile range")
+    layout.legend(fig, handles, ncols=min(len(cells), 2))
+    return fig
+
+
+def onset_figure(trials: pd.DataFrame, facet: str | None = "model.heads") -> Figure:
+    """Attention onset against KTIW onset, one point per trial, with the diagonal: above
+    the diagonal, KTIW came first (the two-stage claim)."""
+    for column in ("attention_onset", "ktiw_onset"):
+        if column not in trials.columns:
+            raise AnalysisInputError(f"trials have no {column!r}: recompute outcomes first")
+    x = pd.to_numeric(trials["ktiw_onset"], errors="coerce").astype(float)
+    y = pd.to_numeric(trials["attention_onset"], errors="coerce").astype(float)
+    both = x.notna() & y.notna()
+    layout = _Layout(rows=1, cols=1, panel=(4.2, 3.6), left=0.8, right=0.3, top=0.7,
+                     bottom=0.65)
+    fig = layout.figure()
+    ax = layout.axes(fig, 0, 0)
+    groups = trials.loc[both, facet] if facet and facet in trials.columns else None
+    values = sorted(groups.dropna().unique().tolist()) if groups is not None else [None]
+    for i, value in enumerate(values):
+        mask = both if value is None else both & (trials[facet] == value)
+        ax.scatter(x[mask], y[mask], s=18, alpha=0.6, color=f"C{i % 10}",
+                   label=value_label(facet, value) if value is not None else "trials")
+    top = float(np.nanmax([x[both].max(), y[both].max(), 1.0])) if both.any() else 1.0
+    ax.plot([0, top], [0, top], color="grey", ls="--", lw=1, label="same step")
+    first = int((x[both] < y[both]).sum())
+    ties = int((x[both] == y[both]).sum())
+    ax.set_xlabel("KTIW onset: first step with ktiw_acc ≥ threshold")
+    ax.set_ylabel("attention onset (step)")
+    ax.set_title(f"KTIW first in {first} of {int(both.sum())} trials ({ties} ties);\n"
+                 f"{int((~both).sum())} trials without both onsets not shown")
+    ax.legend(fontsize="small")
+    return fig
+
+
+# ---------------------------------------------------------------- topic task
+
+def _flatten_lists(rows: pd.DataFrame, column: str) -> np.ndarray:
+    values = [np.asarray(v, dtype=float) for v in rows[column] if v is not None
+              and np.ndim(v) > 0]
+    return np.concatenate(values) if values else np.array([])
+
+
+def topic_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
+                 cells: Sequence[Mapping[str, object]] | None = None,
+                 max_points: int = 20000) -> Figure:
+    """Lu et al.'s identity, |q|²|v_t|² against 2 s_t + (2/m)(exp(s_t) - 1), one point per
+    (trial, logged step, topic word); and the attention on the topic word against step."""
+    for column in ("identity_lhs", "identity_rhs", "topic_attention"):
+        if column not in trajectories.columns:
+            raise AnalysisInputError(f"trajectories have no {column!r}: not a topic sweep?")
+    cells = list(cells) if cells else [{}]
+    layout = _Layout(rows=1, cols=2, panel=(4.0, 3.3), left=0.8, right=0.3, top=0.85,
+                     bottom=0.65, wgap=0.9)
+    fig = layout.figure()
+    left, right = layout.axes(fig, 0, 0), layout.axes(fig, 0, 1)
+    rows_all = pd.concat([_cell_rows(trials, trajectories, c)[0] for c in cells])
+    lhs, rhs = _flatten_lists(rows_all, "identity_lhs"), _flatten_lists(rows_all, "identity_rhs")
+    if lhs.size > max_points:
+        pick = np.random.default_rng(0).choice(lhs.size, max_points, replace=False)
+        lhs, rhs = lhs[pick], rhs[pick]
+    left.scatter(rhs, lhs, s=6, alpha=0.4)
+    top = float(max(lhs.max(initial=0), rhs.max(initial=0), 1e-9))
+    left.plot([0, top], [0, top], color="grey", ls="--", lw=1)
+    left.set_xlabel("2 s_t + (2/m)(exp(s_t) − 1)")
+    left.set_ylabel("|q|² |v_t|²")
+    left.set_title(f"identity, {lhs.size} points (trial, step, topic word)")
+    for i, cell in enumerate(cells):
+        rows, n = _cell_rows(trials, trajectories, cell)
+        band = _band(rows, "topic_attention")
+        right.plot(band.index, band["median"], color=f"C{i % 10}",
+                   label=f"{cell_label(cell)} (n={n})")
+        right.fill_between(band.index, band["q25"], band["q75"], color=f"C{i % 10}",
+                           alpha=0.2, linewidth=0)
+    right.set_xlabel("step (epoch: full-batch training)")
+    right.set_ylabel("topic_attention")
+    right.set_title(METRIC_LABELS["topic_attention"])
+    right.legend(fontsize="small")
+    layout.title(fig, "Topic task: the score-norm identity and attention on topic words")
+    return fig

@@ -1,0 +1,164 @@
+"""SQL over a sweep through DuckDB, filtered queries through `load`, and output formats.
+
+DuckDB sees two views, `trials` and `trajectories`, over the sweep's Parquet files:
+``read_parquet`` with a glob for local folders, pyarrow datasets (scanned with pushdown) for
+other filesystems such as S3, so no DuckDB extension has to be downloaded. Dotted column names
+need double quotes in SQL: ``SELECT "model.heads", avg(learned::INT) FROM trials GROUP BY 1``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+
+from .errors import AnalysisInputError
+from .load import Sweep, file_schema, load, open_sweeps, to_frame
+
+FORMATS = ("table", "csv", "json")
+_EMPTY = {"trials": "SELECT NULL::VARCHAR AS sweep, NULL::VARCHAR AS trial_id WHERE false",
+          "trajectories": "SELECT NULL::VARCHAR AS trial_id, NULL::INTEGER AS step WHERE false"}
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _source(con: duckdb.DuckDBPyConnection, sweep: Sweep, table: str) -> str | None:
+    """A FROM clause over one table of one sweep, or None when it has no files."""
+    files = sweep.files[table]
+    if not files:
+        return None
+    if isinstance(sweep.filesystem, pafs.LocalFileSystem):
+        glob = f"{sweep.path}/{table}/part-*.parquet"
+        return f"read_parquet({_quote(glob)}, union_by_name = true)"
+    name = f"_arrow_{table}_{len(con.execute('SHOW TABLES').fetchall())}"
+    dataset = ds.FileSystemDataset(sweep.fragments(files), file_schema(sweep, files),
+                                   ds.ParquetFileFormat(), sweep.filesystem)
+    con.register(name, dataset)
+    return name
+
+
+def connect(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *,
+            filesystem: pafs.FileSystem | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection with views `trials` and `trajectories`.
+
+    With several sweeps, `trajectories` gets a `sweep` column (trials already have one).
+    """
+    sweeps = open_sweeps(results, sweep, filesystem)
+    con = duckdb.connect()
+    for table in ("trials", "trajectories"):
+        parts = []
+        for s in sweeps:
+            source = _source(con, s, table)
+            if source is None:
+                continue
+            label = f"{_quote(s.name)} AS sweep, " if table == "trajectories" and len(
+                sweeps) > 1 else ""
+            parts.append(f"SELECT {label}* FROM {source}")
+        body = " UNION ALL BY NAME ".join(parts) if parts else _EMPTY[table]
+        con.execute(f"CREATE VIEW {table} AS {body}")
+    _lock_down(con, [s.path for s in sweeps if isinstance(s.filesystem, pafs.LocalFileSystem)])
+    return con
+
+
+def _lock_down(con: duckdb.DuckDBPyConnection, folders: Sequence[str]) -> None:
+    """Queries may read the sweeps' folders and nothing else, and write no file (no COPY TO,
+    no read_csv('/etc/...')); the settings are then locked against SET."""
+    listing = ", ".join(_quote(f.rstrip("/") + "/") for f in folders)
+    con.execute(f"SET allowed_directories = [{listing}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
+    return [row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()]
+
+
+def sql(results: str | os.PathLike, query: str, sweep: str | Sequence[str] | None = None, *,
+        filesystem: pafs.FileSystem | None = None) -> pd.DataFrame:
+    """Run one SQL query over the views; a bad query raises a one-line AnalysisInputError."""
+    con = connect(results, sweep, filesystem=filesystem)
+    try:
+        relation = con.sql(query)
+        return pd.DataFrame() if relation is None else to_frame(relation.to_arrow_table())
+    except duckdb.Error as exc:
+        raise _sql_error(con, exc) from exc
+    finally:
+        con.close()
+
+
+def _sql_error(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> AnalysisInputError:
+    first = " ".join(str(exc).split("\n")[0].split())
+    listing = "; ".join(f"{t}: {', '.join(_columns(con, t))}" for t in ("trials", "trajectories"))
+    return AnalysisInputError(
+        f"SQL error: {first}; tables trials and trajectories (quote dotted names, "
+        f'"model.heads"); available columns: {listing}')
+
+
+def query_frame(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *,
+                where: str | None = None, columns: Sequence[str] | None = None,
+                table: str = "trials", limit: int | None = None,
+                filesystem: pafs.FileSystem | None = None) -> pd.DataFrame:
+    """Rows of one table, filtered by a where string and projected to columns.
+
+    For table='trajectories', columns may also name trials columns (model.heads): they are
+    joined onto each trajectory row.
+    """
+    if table not in ("trials", "trajectories"):
+        raise AnalysisInputError(f"unknown table {table!r}; allowed: trials, trajectories")
+    res = load(results, sweep, where=where, columns=columns, filesystem=filesystem)
+    if table == "trials":
+        if res.filters_trajectories:
+            raise AnalysisInputError(
+                "where names trajectories columns: query them with table 'trajectories'")
+        wanted_traj = [c for c in columns or () if c not in res.trial_columns]
+        if wanted_traj:
+            raise AnalysisInputError(
+                f"{', '.join(wanted_traj)}: trajectories columns; query table 'trajectories'")
+        frame = res.trials
+    else:
+        frame = _trajectories_with(res, columns)
+    return frame.head(limit) if limit is not None else frame
+
+
+def _trajectories_with(res, columns: Sequence[str] | None) -> pd.DataFrame:
+    frame = res.trajectories
+    if columns is None:
+        return frame
+    trial_cols = [c for c in columns if c in res.trials.columns and c not in frame.columns]
+    if trial_cols:
+        frame = frame.merge(res.trials[["sweep", "trial_id", *trial_cols]],
+                            on=["sweep", "trial_id"], how="left")
+    order = ["sweep", "trial_id", "step", *[c for c in columns if c not in (
+        "sweep", "trial_id", "step")]]
+    return frame[[c for c in dict.fromkeys(order) if c in frame.columns]]
+
+
+# ---------------------------------------------------------------- output
+
+def _plain(value: object) -> object:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+def format_frame(frame: pd.DataFrame, fmt: str = "table") -> str:
+    """The rows as an aligned text table, CSV, or a JSON list of records (nulls as null)."""
+    if fmt not in FORMATS:
+        raise AnalysisInputError(f"unknown format {fmt!r}; allowed: {', '.join(FORMATS)}")
+    lists = [c for c in frame.columns if frame[c].dtype == object]
+    if lists:
+        frame = frame.assign(**{c: frame[c].map(_plain) for c in lists})
+    if fmt == "json":
+        return frame.to_json(orient="records") + "\n"
+    if fmt == "csv":
+        return frame.to_csv(index=False)
+    if frame.empty:
+        return f"(no rows; columns: {', '.join(map(str, frame.columns))})\n"
+    return frame.to_string(index=False) + "\n"

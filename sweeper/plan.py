@@ -1,0 +1,115 @@
+"""What to run: expand a sweep file into trial specs, drop those already stored, form packs.
+
+Pure and deterministic (no Ray, no clock): the same file always gives the same specs in the same
+order. Grid search takes the product of the axes in file order, then the seeds; random search
+draws `trials` cells from a generator seeded by `search.seed`. Optuna's cells are chosen while
+the sweep runs, so `cell_specs` builds the specs of one suggested cell.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from sweeper.errors import SweeperInputError
+from sweeper.search_space import Axis, SweepFile, SweepFileError
+from sweeper.spec import TrialSpec, make_spec
+
+MAX_CPU_PACK = 64
+MAX_GPU_PACK = 1024
+
+Cell = dict[str, Any]  # axis path ("task.hardness") -> value
+
+
+def cells(sweep: SweepFile) -> list[Cell]:
+    """The distribution points of a grid or random search, in a fixed order."""
+    if sweep.search.type == "grid":
+        grids = [axis.values for axis in sweep.axes]
+        return [dict(zip((a.path for a in sweep.axes), combo))
+                for combo in itertools.product(*grids)]
+    if sweep.search.type == "random":
+        rng = np.random.default_rng(sweep.search.seed)
+        return [{axis.path: _draw(axis, rng) for axis in sweep.axes}
+                for _ in range(sweep.search.trials)]
+    raise SweeperInputError(f"search.type: got {sweep.search.type!r}; cells are known in "
+                            "advance only for grid and random")
+
+
+def _draw(axis: Axis, rng: np.random.Generator) -> Any:
+    if axis.kind in ("grid", "choice"):
+        return axis.values[int(rng.integers(len(axis.values)))]
+    low, high = axis.values
+    if axis.kind == "int":
+        return int(rng.integers(low, high + 1))
+    if axis.kind == "loguniform":
+        return float(math.exp(rng.uniform(math.log(low), math.log(high))))
+    return float(rng.uniform(low, high))
+
+
+def cell_specs(sweep: SweepFile, cell: Mapping[str, Any]) -> list[TrialSpec]:
+    """The specs of one cell: the fixed values, the cell's axis values, one spec per seed."""
+    groups: dict[str, dict[str, Any]] = {g: dict(v) for g, v in sweep.fixed.items()}
+    for path, value in cell.items():
+        group, name = path.split(".", 1)
+        groups[group][name] = value
+    try:
+        return [make_spec(sweep.task, sweep.model, groups["task"], groups["model"],
+                          groups["train"], seed, sweep.device) for seed in sweep.seeds]
+    except SweeperInputError as exc:
+        where = ", ".join(f"{k}={v!r}" for k, v in cell.items())
+        raise SweepFileError(f"axes (cell {where}): {exc}") from None
+
+
+def expand(sweep: SweepFile) -> list[TrialSpec]:
+    """Every spec of a grid or random sweep, duplicates (same trial id) dropped."""
+    seen: set[str] = set()
+    specs = []
+    for cell in cells(sweep):
+        for spec in cell_specs(sweep, cell):
+            if spec.trial_id not in seen:
+                seen.add(spec.trial_id)
+                specs.append(spec)
+    return specs
+
+
+def auto_pack_size(group_size: int, workers: int, device: str) -> int:
+    """Enough packs to keep every worker busy, each as large as that allows (capped)."""
+    cap = MAX_GPU_PACK if device.startswith("cuda") else MAX_CPU_PACK
+    return max(1, min(cap, math.ceil(group_size / max(1, workers))))
+
+
+def form_packs(specs: Iterable[TrialSpec], pack_size: int | None,
+               workers: int = 1) -> list[list[TrialSpec]]:
+    """Group specs by pack key (first-seen order), then cut each group into packs."""
+    groups: dict[tuple, list[TrialSpec]] = {}
+    for spec in specs:
+        groups.setdefault(spec.pack_key(), []).append(spec)
+    packs = []
+    for group in groups.values():
+        size = pack_size or auto_pack_size(len(group), workers, group[0].device)
+        packs += [group[i:i + size] for i in range(0, len(group), size)]
+    return packs
+
+
+@dataclass
+class Plan:
+    sweep: SweepFile
+    specs: list[TrialSpec]  # everything the file expands to (grid/random); [] for optuna
+    stored: set[str]  # trial ids already in the store
+
+    @property
+    def pending(self) -> list[TrialSpec]:
+        return [s for s in self.specs if s.trial_id not in self.stored]
+
+    @property
+    def adaptive(self) -> bool:
+        return self.sweep.search.type == "optuna"
+
+
+def make_plan(sweep: SweepFile, stored: set[str]) -> Plan:
+    return Plan(sweep, [] if sweep.search.type == "optuna" else expand(sweep), stored)

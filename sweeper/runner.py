@@ -1,0 +1,205 @@
+"""Run a sweep: recover the store, plan, hand the packs to an executor, record what comes back.
+
+The `Recorder` is the single writer of a sweep's results: executors call it from the driver
+process only, so each pack is committed once (its trials file) and a trial id already stored is
+never written again, whatever the executor retried or the searcher suggested twice.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeper import __version__
+from sweeper.outcomes import derive_outcomes
+from sweeper.plan import Plan, form_packs, make_plan
+from sweeper.search_space import SweepFile
+from sweeper.spec import TrialSpec
+from sweeper.store import Store, failed_result
+from sweeper.train import TrialResult
+
+
+class Progress:
+    """One status line: trials done, failed, running, throughput, ETA (stderr, throttled)."""
+
+    def __init__(self, total: int | None, stream=sys.stderr, every_s: float = 1.0):
+        self.total, self.stream, self.every_s = total, stream, every_s
+        self.done = self.failed = self.running = 0
+        self.start = time.perf_counter()
+        self._last = 0.0
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+
+    def update(self, force: bool = False) -> None:
+        now = time.perf_counter()
+        if not force and now - self._last < (self.every_s if self.tty else 10 * self.every_s):
+            return
+        self._last = now
+        self.stream.write(("\r" if self.tty else "") + self.line() + ("" if self.tty else "\n"))
+        self.stream.flush()
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self.start
+        finished = self.done + self.failed
+        rate = finished / elapsed if elapsed > 0 else 0.0
+        if self.total:
+            width = 24
+            filled = int(width * finished / self.total)
+            bar = "[" + "#" * filled + "." * (width - filled) + "] "
+            left = self.total - finished
+            eta = f"ETA {_duration(left / rate)}" if rate > 0 and left else "ETA -"
+            count = f"{finished}/{self.total}"
+        else:
+            bar, eta, count = "", "", str(finished)
+        return (f"{bar}{count} trials: {self.done} done, {self.failed} failed, "
+                f"{self.running} running | {rate:.2f} trials/s | {eta}").rstrip(" |")
+
+    def close(self) -> None:
+        self.update(force=True)
+        if self.tty:
+            self.stream.write("\n")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+@dataclass
+class Recorder:
+    store: Store
+    sweep: str
+    progress: Progress
+    stored: set[str] = field(default_factory=set)
+    written: int = 0
+
+    def started(self, specs: list[TrialSpec]) -> None:
+        self.progress.running += len(specs)
+        self.progress.update()
+
+    def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
+                 node_id: str | None = None, running: bool = True) -> None:
+        """Store a pack's results (all of them, or what an early stop left)."""
+        if running:
+            self.progress.running -= len(specs)
+        fresh = [r for r in results if r.trial_id not in self.stored]
+        if fresh:
+            self.store.write_pack(self.sweep, fresh, attempts, node_id)
+            self.stored.update(r.trial_id for r in fresh)
+            self.written += len(fresh)
+        for r in fresh:
+            if r.status == "failed":
+                self.progress.failed += 1
+            else:
+                self.progress.done += 1
+        self.progress.update()
+
+    def failed(self, specs: list[TrialSpec], error: str, attempts: int,
+               running: bool = True) -> None:
+        self.finished(specs, [failed_result(s, error) for s in specs], attempts,
+                      running=running)
+
+
+def result_from_report(spec: TrialSpec, payload: Mapping[str, Any]) -> TrialResult:
+    """Rebuild a TrialResult on the driver from what a worker sent (plain data, no pickles)."""
+    return TrialResult(spec, payload["status"], payload["trajectory"], payload["outcomes"],
+                       payload["wall_time_s"], payload.get("error"), payload.get("diverged_step"),
+                       payload.get("host", socket.gethostname()))
+
+
+def result_to_report(result: TrialResult) -> dict[str, Any]:
+    return {"trial_id": result.trial_id, "status": result.status,
+            "trajectory": result.trajectory, "outcomes": result.outcomes,
+            "wall_time_s": result.wall_time_s, "error": result.error,
+            "diverged_step": result.diverged_step, "host": result.host}
+
+
+def partial_result(spec: TrialSpec, rows: list[tuple[int, dict]], status: str,
+                   wall_time_s: float) -> TrialResult:
+    """A trial stopped early (by the scheduler) from the evaluation rows it reported."""
+    from sweeper.trajectory import METRICS
+
+    names = [m.name for m in METRICS[spec.family]]
+    trajectory = {"step": [s for s, _ in rows], **{n: [r[n] for _, r in rows] for n in names}}
+    outcomes = derive_outcomes(spec.family, trajectory,
+                               classes=spec.task_params.get("classes"))
+    return TrialResult(spec, status, trajectory, outcomes, wall_time_s)
+
+
+STEP_OUTCOMES = ("steps_to_learn", "attention_onset", "ktiw_onset", "plateau_exit")
+
+
+def objective_value(outcomes: list[Mapping[str, Any]], objective: str, steps: int) -> float:
+    """A cell's objective for the searcher: the mean over its seeds.
+
+    A step-valued outcome that never happened counts as the full budget, so that "never learned"
+    ranks below "learned late"; `learned` becomes the success fraction.
+    """
+    values = []
+    for o in outcomes:
+        value = o.get(objective)
+        if value is None and objective in STEP_OUTCOMES:
+            value = steps
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            values.append(float(value))
+    return sum(values) / len(values) if values else math.nan
+
+
+def stored_cells(store: Store, sweep: SweepFile) -> list[tuple[dict[str, Any], float]]:
+    """Cells of an adaptive sweep already stored, with their objective (to warm-start it)."""
+    paths = [a.path for a in sweep.axes]
+    table = store.read(sweep.name, "trials")
+    if table is None:
+        return []
+    groups: dict[tuple, list[dict]] = {}
+    for row in table.to_pylist():
+        groups.setdefault(tuple(row[p] for p in paths), []).append(row)
+    return [(dict(zip(paths, key)),
+             objective_value(rows, sweep.search.objective, rows[0]["train.steps"]))
+            for key, rows in groups.items()]
+
+
+def manifest(sweep: SweepFile, plan: Plan) -> dict[str, Any]:
+    versions = {"sweeper": __version__}
+    for module in ("torch", "ray", "pyarrow"):
+        try:
+            versions[module] = __import__(module).__version__
+        except ImportError:  # pragma: no cover
+            pass
+    return {"sweep_file": sweep.text, "task": sweep.task, "model": sweep.model,
+            "search": sweep.search.type,
+            "trials_expanded": len(plan.specs) if not plan.adaptive
+            else sweep.search.trials * len(sweep.seeds),
+            "versions": versions}
+
+
+def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | None = None,
+              workers: int = 1, stream=sys.stderr) -> dict[str, Any]:
+    """Run what is not stored yet; returns a summary (counts, seconds, trials per second)."""
+    start = time.perf_counter()
+    store.recover(sweep.name)
+    stored = store.stored_ids(sweep.name)
+    plan = make_plan(sweep, stored)
+    store.write_manifest(sweep.name, manifest(sweep, plan))
+    size = pack_size or sweep.pack_size
+    if plan.adaptive:
+        total = sweep.search.trials * len(sweep.seeds)
+        recorder = Recorder(store, sweep.name, Progress(total, stream), set(stored))
+        executor.run_optuna(sweep, recorder, store)
+        packs = None
+    else:
+        pending = plan.pending
+        recorder = Recorder(store, sweep.name, Progress(len(pending), stream), set(stored))
+        packs = form_packs(pending, size, workers)
+        if packs:
+            executor.run_packs(packs, recorder, sweep)
+    recorder.progress.close()
+    seconds = time.perf_counter() - start
+    return {"sweep": sweep.name, "expanded": len(plan.specs), "already_stored": len(stored),
+            "ran": recorder.written, "packs": None if packs is None else len(packs),
+            "seconds": seconds, "trials_per_s": recorder.written / seconds if seconds else 0.0,
+            "status": store.status_counts(sweep.name)}

@@ -1,0 +1,383 @@
+"""The sweep-file schema and its validation.
+
+A sweep file (YAML) says what to run; `sweeper.plan` expands it into trial specs. Everything is
+checked before anything runs, and each error names its path in the file and what is allowed:
+
+    name: quick                         # one folder name under the results root
+    task: copy-v1                       # task and model ids (`sweeper tasks` lists them)
+    model: seq2seq
+    fixed:                              # values every trial shares, by group
+      task: {length: 6}
+      model: {width: 32}
+      train: {batch_size: 64}
+    axes:                               # what varies: grid | choice | uniform | loguniform | int
+      task:
+        cooccurrence: {grid: [0.0, 0.5]}
+        hardness: {grid: [0.0, 1.0]}
+      model:
+        heads: {grid: [1, 4]}
+    seeds: 3                            # N seeds per cell (0..N-1), or a list of seeds
+    search: {type: grid}                # or {type: random, trials: 20, seed: 0}
+                                        # or {type: optuna, trials: 20, objective: best_accuracy,
+                                        #     direction: maximize, seed: 0}
+    scheduler: {type: asha, metric: accuracy, mode: max, grace_period: 50, reduction_factor: 3}
+    budget: {steps: 200}                # the step budget (same as fixed.train.steps)
+    resources: {cpu: 1, gpu: 0}         # per Tune trial (one pack); fractions allowed
+    pack_size: auto                     # or an integer
+    retries: 2                          # attempts after the first for a pack that raises
+    device: cpu                         # or cuda
+    results: ./results                  # results root (local path or pyarrow.fs URI)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from sweeper.errors import ParameterError, SweeperInputError, did_you_mean
+from sweeper.models import MODELS
+from sweeper.registry import Entry, Param
+from sweeper.spec import TRAIN_ENTRY, make_spec
+from sweeper.store import check_sweep_name
+from sweeper.tasks import TASKS
+from sweeper.trajectory import scalar_metrics
+
+TOP_KEYS = ("name", "task", "model", "fixed", "axes", "seeds", "search", "scheduler", "budget",
+            "resources", "pack_size", "retries", "device", "results", "description")
+GROUPS = ("task", "model", "train")
+AXIS_KINDS = ("grid", "choice", "uniform", "loguniform", "int")
+SEARCH_KEYS = {"grid": ("type",), "random": ("type", "trials", "seed"),
+               "optuna": ("type", "trials", "objective", "direction", "seed")}
+OUTCOMES = ("learned", "steps_to_learn", "attention_onset", "ktiw_onset", "plateau_exit")
+
+
+class SweepFileError(SweeperInputError):
+    """A sweep file that does not follow the schema; the message starts with the path."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    group: str  # task, model or train
+    name: str
+    kind: str  # grid, choice, uniform, loguniform, int
+    values: tuple[Any, ...]  # grid/choice values, or (low, high)
+
+    @property
+    def path(self) -> str:
+        return f"{self.group}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Search:
+    type: str = "grid"
+    trials: int | None = None
+    objective: str | None = None
+    direction: str = "maximize"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    metric: str
+    mode: str = "max"
+    grace_period: int = 1
+    reduction_factor: float = 3.0
+
+
+@dataclass(frozen=True)
+class SweepFile:
+    name: str
+    task: str
+    model: str
+    fixed: dict[str, dict[str, Any]]
+    axes: tuple[Axis, ...]
+    seeds: tuple[int, ...]
+    search: Search
+    scheduler: Scheduler | None
+    resources: dict[str, float]
+    pack_size: int | None  # None: chosen automatically
+    retries: int
+    device: str
+    results: str | None
+    text: str = field(default="", compare=False, repr=False)
+
+    @property
+    def family(self) -> str:
+        return self.task.rsplit("-v", 1)[0]
+
+    def entry(self, group: str) -> Entry:
+        return {"task": TASKS.get(self.task), "model": MODELS.get(self.model),
+                "train": TRAIN_ENTRY}[group]
+
+
+# -- YAML with duplicate keys caught -------------------------------------------------------
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, Any] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise SweepFileError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice; "
+                                 "allowed: each key once")
+        seen[key] = True
+    return loader.construct_mapping(node, deep=deep)
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def parse_yaml(text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        raise SweepFileError(f"not valid YAML: {exc}".replace("\n", " ")) from None
+
+
+# -- validation helpers --------------------------------------------------------------------
+def _fail(path: str, got: Any, allowed: str) -> SweepFileError:
+    return SweepFileError(f"{path}: got {got!r}; allowed: {allowed}")
+
+
+def _mapping_at(value: Any, path: str, keys: tuple[str, ...] | None = None) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(path, value, "a mapping" + (f" with keys {', '.join(keys)}" if keys else ""))
+    if keys is not None:
+        for key in value:
+            if key not in keys:
+                where = f"{path}.{key}" if path else str(key)
+                raise SweepFileError(f"{where}: unknown key{_suggest(str(key), list(keys))}; "
+                                     f"allowed: {', '.join(keys)}")
+    return value
+
+
+def _int_at(value: Any, path: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low \
+            or (high is not None and value > high):
+        raise _fail(path, value, f"an integer >= {low}" + (f" and <= {high}" if high else ""))
+    return value
+
+
+def _number_at(value: Any, path: str, low: float, strict: bool = False) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, int | float)
+    if not ok or value < low or (strict and value == low):
+        raise _fail(path, value, f"a number {'>' if strict else '>='} {low:g}")
+    return float(value)
+
+
+def _param(entry: Entry, group: str, name: str, path: str) -> Param:
+    names = [p.name for p in entry.params]
+    if name not in names:
+        raise SweepFileError(f"{path}: unknown {entry.id} parameter{_suggest(name, names)}; "
+                             f"allowed: {', '.join(sorted(names))}")
+    return entry.param(name)
+
+
+def _suggest(name: str, names: list[str]) -> str:
+    return f" {name!r}{did_you_mean(name, names)}"
+
+
+def _check_value(param: Param, value: Any, path: str) -> Any:
+    try:
+        return param.check(value, path)
+    except ParameterError as exc:
+        raise SweepFileError(str(exc)) from None
+
+
+# -- the parts of a sweep file -------------------------------------------------------------
+def _fixed(raw: Any, sweep: dict) -> dict[str, dict[str, Any]]:
+    fixed = _mapping_at(raw, "fixed", GROUPS)
+    out: dict[str, dict[str, Any]] = {g: {} for g in GROUPS}
+    for group, values in fixed.items():
+        entry = sweep["entries"][group]
+        for name, value in _mapping_at(values, f"fixed.{group}").items():
+            path = f"fixed.{group}.{name}"
+            out[group][name] = _check_value(_param(entry, group, name, path), value, path)
+    return out
+
+
+def _axes(raw: Any, sweep: dict, fixed: dict) -> tuple[Axis, ...]:
+    axes = []
+    for group, params in _mapping_at(raw, "axes", GROUPS).items():
+        entry = sweep["entries"][group]
+        for name, spec in _mapping_at(params, f"axes.{group}").items():
+            path = f"axes.{group}.{name}"
+            param = _param(entry, group, name, path)
+            if name in fixed[group]:
+                raise SweepFileError(f"{path}: {group}.{name} is given twice (also in "
+                                     f"fixed.{group}); allowed: an axis or a fixed value")
+            axes.append(_axis(group, name, param, spec, path))
+    return tuple(axes)
+
+
+def _axis(group: str, name: str, param: Param, spec: Any, path: str) -> Axis:
+    spec = _mapping_at(spec, path, AXIS_KINDS)
+    if len(spec) != 1:
+        raise _fail(path, spec, "exactly one of " + ", ".join(AXIS_KINDS))
+    (kind, values), = spec.items()
+    where = f"{path}.{kind}"
+    if kind in ("grid", "choice"):
+        if not isinstance(values, list) or not values:
+            raise _fail(where, values, "a non-empty list of values")
+        checked = [_check_value(param, v, f"{where}[{i}]") for i, v in enumerate(values)]
+        for i, v in enumerate(checked):
+            if v in checked[:i]:
+                raise _fail(f"{where}[{i}]", values[i],
+                            f"distinct values ({values[i]!r} is given twice)")
+        return Axis(group, name, kind, tuple(checked))
+    if not isinstance(values, list) or len(values) != 2:
+        raise _fail(where, values, "[low, high]")
+    if kind == "int" and param.type is not int:
+        raise _fail(where, values, f"grid, choice, uniform or loguniform ({group}.{name} takes "
+                                   f"{param.allowed()})")
+    if kind in ("uniform", "loguniform") and param.type is not float:
+        raise _fail(where, values, f"grid, choice{', int' if param.type is int else ''} "
+                                   f"({group}.{name} takes {param.allowed()})")
+    low, high = (_check_value(param, v, f"{where}[{i}]") for i, v in enumerate(values))
+    if not low < high:
+        raise _fail(where, values, "[low, high] with low < high")
+    if kind == "loguniform" and low <= 0:
+        raise _fail(f"{where}[0]", values[0], "a number > 0 (log scale)")
+    return Axis(group, name, kind, (low, high))
+
+
+def _seeds(raw: Any) -> tuple[int, ...]:
+    if raw is None:
+        return (0,)
+    if isinstance(raw, list):
+        if not raw:
+            raise _fail("seeds", raw, "an integer >= 1 or a non-empty list of seeds")
+        seeds = [_int_at(s, f"seeds[{i}]", 0) for i, s in enumerate(raw)]
+        for i, s in enumerate(seeds):
+            if s in seeds[:i]:
+                raise _fail(f"seeds[{i}]", s, "distinct seeds")
+        return tuple(seeds)
+    return tuple(range(_int_at(raw, "seeds", 1, 100_000)))
+
+
+def _search(raw: Any, axes: tuple[Axis, ...], family: str) -> Search:
+    raw = {"type": "grid"} if raw is None else raw
+    if not isinstance(raw, dict) or raw.get("type") not in SEARCH_KEYS:
+        got = raw.get("type") if isinstance(raw, dict) else raw
+        raise _fail("search.type", got, "grid, random or optuna")
+    kind = raw["type"]
+    _mapping_at(raw, "search", SEARCH_KEYS[kind])
+    if kind == "grid":
+        for axis in axes:
+            if axis.kind not in ("grid", "choice"):
+                raise _fail(f"axes.{axis.path}.{axis.kind}", list(axis.values),
+                            "grid or choice axes with search grid (use search random or optuna "
+                            "to sample ranges)")
+        return Search("grid")
+    trials = _int_at(raw.get("trials"), "search.trials", 1, 1_000_000)
+    seed = _int_at(raw.get("seed", 0), "search.seed", 0)
+    if kind == "random":
+        return Search("random", trials, seed=seed)
+    objectives = OUTCOMES + tuple(f"{w}_{m.name}" for m in scalar_metrics(family)
+                                  for w in ("final", "best"))
+    objective = raw.get("objective")
+    if objective not in objectives:
+        raise SweepFileError(f"search.objective: got {objective!r}"
+                             f"{_suggest_plain(objective, objectives)}; allowed: "
+                             f"{', '.join(objectives)}")
+    direction = raw.get("direction", "maximize")
+    if direction not in ("maximize", "minimize"):
+        raise _fail("search.direction", direction, "maximize or minimize")
+    if not axes:
+        raise _fail("axes", None, "at least one axis for search optuna")
+    return Search("optuna", trials, objective, direction, seed)
+
+
+def _suggest_plain(given: Any, allowed: tuple[str, ...]) -> str:
+    return did_you_mean(str(given), allowed)
+
+
+def _scheduler(raw: Any, family: str, steps: int) -> Scheduler | None:
+    if raw is None:
+        return None
+    raw = _mapping_at(raw, "scheduler", ("type", "metric", "mode", "grace_period",
+                                         "reduction_factor"))
+    if raw.get("type") != "asha":
+        raise _fail("scheduler.type", raw.get("type"), "asha")
+    metrics = tuple(m.name for m in scalar_metrics(family))
+    metric = raw.get("metric")
+    if metric not in metrics:
+        raise SweepFileError(f"scheduler.metric: got {metric!r}"
+                             f"{_suggest_plain(metric, metrics)}; allowed: {', '.join(metrics)}")
+    mode = raw.get("mode", "max")
+    if mode not in ("max", "min"):
+        raise _fail("scheduler.mode", mode, "max or min")
+    grace = _int_at(raw.get("grace_period", 1), "scheduler.grace_period", 1, steps)
+    factor = _number_at(raw.get("reduction_factor", 3), "scheduler.reduction_factor", 1,
+                        strict=True)
+    return Scheduler(metric, mode, grace, factor)
+
+
+def _resources(raw: Any) -> dict[str, float]:
+    raw = _mapping_at(raw, "resources", ("cpu", "gpu"))
+    cpu = _number_at(raw.get("cpu", 1), "resources.cpu", 0, strict=True)
+    gpu = _number_at(raw.get("gpu", 0), "resources.gpu", 0)
+    return {"cpu": cpu, "gpu": gpu}
+
+
+# -- the whole file ------------------------------------------------------------------------
+def load_sweep(path: str) -> SweepFile:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as exc:
+        raise SweepFileError(f"{path}: cannot read ({exc.strerror})") from None
+    return parse_sweep(text)
+
+
+def parse_sweep(text: str) -> SweepFile:
+    raw = parse_yaml(text)
+    raw = _mapping_at(raw, "", TOP_KEYS)
+    for key in ("name", "task", "model"):
+        if key not in raw:
+            raise _fail(key, None, f"a {key} (required)")
+    try:
+        name = check_sweep_name(raw["name"], "name")
+        task, model = TASKS.get(raw["task"]).id, MODELS.get(raw["model"]).id
+    except SweeperInputError as exc:
+        raise SweepFileError(str(exc) if str(exc).startswith("name") else
+                             f"{'task' if raw['task'] not in TASKS.entries else 'model'}: {exc}"
+                             ) from None
+    entries = {"task": TASKS.get(task), "model": MODELS.get(model), "train": TRAIN_ENTRY}
+    family = task.rsplit("-v", 1)[0]
+    fixed = _fixed(raw.get("fixed"), {"entries": entries})
+    budget = _mapping_at(raw.get("budget"), "budget", ("steps",))
+    if "steps" in budget:
+        if "steps" in fixed["train"]:
+            raise SweepFileError("budget.steps: the step budget is given twice (also in "
+                                 "fixed.train.steps); allowed: one of them")
+        fixed["train"]["steps"] = _check_value(TRAIN_ENTRY.param("steps"), budget["steps"],
+                                               "budget.steps")
+    axes = _axes(raw.get("axes"), {"entries": entries}, fixed)
+    seeds = _seeds(raw.get("seeds"))
+    search = _search(raw.get("search"), axes, family)
+    device = raw.get("device", "cpu")
+    if not isinstance(device, str) or not (device in ("cpu", "cuda")
+                                           or device.startswith("cuda:")):
+        raise _fail("device", device, "cpu, cuda or cuda:N")
+    try:
+        probe = make_spec(task, model, fixed["task"], fixed["model"], fixed["train"], 0, device)
+    except SweeperInputError as exc:
+        raise SweepFileError(f"fixed: {exc}") from None
+    scheduler = _scheduler(raw.get("scheduler"), family, probe.train["steps"])
+    pack_size = raw.get("pack_size", "auto")
+    pack_size = None if pack_size == "auto" else _int_at(pack_size, "pack_size", 1, 100_000)
+    retries = _int_at(raw.get("retries", 2), "retries", 0, 100)
+    results = raw.get("results")
+    if results is not None and (not isinstance(results, str) or not results):
+        raise _fail("results", results, "a path or a URI such as s3://bucket/prefix")
+    sweep = SweepFile(name, task, model, fixed, axes, seeds, search, scheduler,
+                      _resources(raw.get("resources")), pack_size, retries, device, results,
+                      text)
+    return sweep

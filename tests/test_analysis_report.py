@@ -1,0 +1,140 @@
+"""The HTML report: sections, embedded figures, and numbers taken from the phase object."""
+
+from __future__ import annotations
+
+import base64
+import io
+from html.parser import HTMLParser
+
+import pandas as pd
+from PIL import Image
+
+from analysis import compute_phase, load, with_outcomes
+from analysis.phase import outcome_trajectories
+from analysis.report import cell_digits, cells_table, fmt_number, write_report
+
+try:
+    from analysis_fixtures import copy_report, store  # noqa: F401
+except ImportError:  # tests/ imported as a package
+    from tests.analysis_fixtures import copy_report, store  # noqa: F401
+
+
+class Page(HTMLParser):
+    """Sections (id -> title, tables of cell texts), images, scripts and links."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.sections: dict[str, dict] = {}
+        self.images: list[dict] = []
+        self.tags: set[str] = set()
+        self._section = self._cell = None
+        self._in_h2 = False
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.add(tag)
+        if tag == "section":
+            self._section = self.sections.setdefault(attrs["id"], {"title": "", "tables": []})
+        elif tag == "h2":
+            self._in_h2 = True
+        elif tag == "img":
+            self.images.append(attrs)
+        elif tag == "table" and self._section is not None:
+            self._section["tables"].append([])
+        elif tag == "tr" and self._section is not None:
+            self._section["tables"][-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._section["tables"][-1][-1].append("".join(self._cell))
+            self._cell = None
+        elif tag == "h2":
+            self._in_h2 = False
+        elif tag == "section":
+            self._section = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+        elif self._in_h2 and self._section is not None:
+            self._section["title"] += data
+
+
+def test_report_has_every_section(copy_report):
+    page = Page(copy_report[0].html)
+    assert list(page.sections) == ["manifest", "counts", "phase", "trajectories", "onsets",
+                                   "cells"]
+    assert page.sections["phase"]["title"] == "Phase diagram: success = best accuracy ≥ 0.95"
+    assert copy_report[1].read_text(encoding="utf-8") == copy_report[0].html
+
+
+def test_report_is_self_contained(copy_report):
+    text = copy_report[0].html
+    page = Page(text)
+    assert "http://" not in text and "https://" not in text and "url(" not in text
+    assert not page.tags & {"script", "link", "iframe", "object", "embed"}
+    assert "Content-Security-Policy" in text and "default-src 'none'" in text
+
+
+def test_every_figure_is_embedded_and_decodes(copy_report):
+    report, _ = copy_report
+    page = Page(report.html)
+    assert len(page.images) == len(report.figures) == 4
+    for img in page.images:
+        prefix = "data:image/png;base64,"
+        assert img["src"].startswith(prefix) and img["alt"]
+        with Image.open(io.BytesIO(base64.b64decode(img["src"][len(prefix):]))) as image:
+            assert image.format == "PNG"
+            assert image.size == (int(img["width"]), int(img["height"]))
+
+
+def test_cells_table_numbers_come_from_the_phase_object(copy_report):
+    report, _ = copy_report
+    rows = Page(report.html).sections["cells"]["tables"][0]
+    expected = cells_table(report.phase)
+    digits = cell_digits(report.phase)
+    assert len(rows) == len(expected) + 1
+    header = rows[0]
+    assert header[:4] == ["model.heads", "task.cooccurrence", "task.hardness", "trials"]
+    for shown, (_, row) in zip(rows[1:], expected.iterrows(), strict=True):
+        assert shown == [fmt_number(row[c], digits.get(c, 3)) for c in expected.columns]
+
+
+def test_phase_object_matches_an_independent_computation(store, copy_report):
+    res = load(store, "copy")
+    trials = with_outcomes(res.trials, outcome_trajectories(res))
+    again = compute_phase(trials, "task.cooccurrence", "task.hardness", "model.heads")
+    pd.testing.assert_frame_equal(again.cells, copy_report[0].phase.cells)
+    pd.testing.assert_frame_equal(again.boundary, copy_report[0].phase.boundary)
+
+
+def test_regime_counts_and_status_counts(store, copy_report):
+    report, _ = copy_report
+    sections = Page(report.html).sections
+    regimes = sections["phase"]["tables"][0]
+    counts = report.phase.regime_counts()
+    assert regimes[0] == ["model.heads", *counts.columns]
+    assert [[int(v) for v in r] for r in regimes[1:]] == [
+        [h, *counts.loc[h].tolist()] for h in counts.index]
+    status = {r[1]: int(r[2]) for r in sections["counts"]["tables"][0][1:]}
+    assert status == load(store, "copy").trials["status"].value_counts().to_dict()
+
+
+def test_manifest_section(copy_report):
+    section = Page(copy_report[0].html).sections["manifest"]
+    fields = dict(section["tables"][0][1:])
+    assert fields["sweep"] == "copy" and fields["task"] == "copy-v1"
+    assert fields["trials_expanded"] == "144"
+    assert "# synthetic sweep copy" in copy_report[0].html
+
+
+def test_topic_report(store, tmp_path):
+    report = write_report(load(store, "topic"), tmp_path / "topic.html")
+    page = Page(report.html)
+    assert list(page.sections) == ["manifest", "counts", "phase", "trajectories", "cells"]
+    assert set(report.figures) == {"phase", "regimes", "topic"}
+    assert len(page.images) == 3
+    assert report.phase.facet == "model.classifier"
