@@ -62,7 +62,7 @@ def test_wilson_interval_of_no_seeds_is_nan_and_confidence_widens_it():
     assert wide[0] < narrow[0] < 0.5 < narrow[1] < wide[1]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.integers(1, 500).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
 def test_wilson_interval_holds_the_estimate(kn):
     k, n = kn

@@ -17,9 +17,9 @@ from analysis.cli import main, register
 from analysis.query import connect
 
 try:
-    from analysis_fixtures import store  # noqa: F401 - the session store fixture
+    from analysis_fixtures import small_copy_sweep, store  # noqa: F401
 except ImportError:  # tests/ imported as a package
-    from tests.analysis_fixtures import store  # noqa: F401
+    from tests.analysis_fixtures import small_copy_sweep, store  # noqa: F401
 
 
 def test_sql_joins_trials_and_trajectories(store):
@@ -159,18 +159,14 @@ def test_cli_phase_writes_the_figure_and_cells(store, tmp_path, capsys):
     assert len(cells) == 36 and cells["n_trials"].sum() == 144
 
 
-def test_cli_report(store, tmp_path, capsys):
-    out = tmp_path / "r" / "report.html"
-    assert main(["report", str(store / "topic"), "-o", str(out)]) == 0
-    assert out.read_text().startswith("<!DOCTYPE html>")
-    assert "144 trials" in capsys.readouterr().out
-
-
 # ---------------------------------------------------------------- S3 (moto)
 
 @pytest.fixture(scope="module")
-def s3_results(store):
-    """The copy sweep in a local moto S3 server, as an s3:// results URI."""
+def s3_results(tmp_path_factory):
+    """A small copy sweep in a local moto S3 server, as an s3:// results URI."""
+    local = tmp_path_factory.mktemp("s3-source")
+    small_copy_sweep(local, cooccurrence=(0.0, 1.0), hardness=(0.0,), heads=(1, 2), seeds=3,
+                     failed=0.0, diverged=0.0)
     moto_server = pytest.importorskip("moto.server")
     boto3 = pytest.importorskip("boto3")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -182,10 +178,10 @@ def s3_results(store):
     endpoint = f"http://{host}:{port}"
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     client.create_bucket(Bucket="bucket")
-    for path in Path(store, "copy").rglob("*"):
+    for path in Path(local, "copy").rglob("*"):
         if path.is_file():
-            client.upload_file(str(path), "bucket", f"results/{path.relative_to(store)}")
-    yield f"s3://bucket/results?endpoint_override={endpoint}&scheme=http&region=us-east-1"
+            client.upload_file(str(path), "bucket", f"results/{path.relative_to(local)}")
+    yield local, f"s3://bucket/results?endpoint_override={endpoint}&scheme=http&region=us-east-1"
     server.stop()
     for key, value in saved.items():
         if value is None:
@@ -194,15 +190,18 @@ def s3_results(store):
             os.environ[key] = value
 
 
-def test_s3_uri_loads_and_queries(store, s3_results, capsys):
-    local = load(store, "copy")
-    remote = load(s3_results, "copy", where="model.heads == 2")
-    assert len(remote.trials) == (local.trials["model.heads"] == 2).sum()
+def test_s3_uri_loads_and_queries(s3_results, capsys):
+    root, uri = s3_results
+    local = load(root, "copy")
+    remote = load(uri, "copy", where="model.heads == 2")
+    assert sorted(remote.trials["trial_id"]) == sorted(
+        local.trials.loc[local.trials["model.heads"] == 2, "trial_id"])
+    assert len(remote.trajectories) == len(local.trajectories) // 2
     assert remote.manifest["sweep"] == "copy"
-    frame = sql(s3_results, "SELECT count(*) AS n FROM trials JOIN trajectories "
-                            "USING (trial_id)", "copy")
+    frame = sql(uri, "SELECT count(*) AS n FROM trials JOIN trajectories USING (trial_id)",
+                "copy")
     assert frame["n"].item() == len(local.trajectories)
-    base, _, options = s3_results.partition("?")
+    base, _, options = uri.partition("?")
     assert main(["query", f"{base}/copy?{options}", "--columns", "seed", "--limit", "2",
                  "--format", "csv"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "sweep,trial_id,seed"

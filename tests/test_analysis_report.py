@@ -10,8 +10,9 @@ import pandas as pd
 from PIL import Image
 
 from analysis import compute_phase, load, with_outcomes
+from analysis.cli import main
 from analysis.phase import outcome_trajectories
-from analysis.report import cell_digits, cells_table, fmt_number, write_report
+from analysis.report import cell_digits, cells_table, fmt_number
 
 try:
     from analysis_fixtures import copy_report, store  # noqa: F401
@@ -131,10 +132,12 @@ def test_manifest_section(copy_report):
     assert "# synthetic sweep copy" in copy_report[0].html
 
 
-def test_topic_report(store, tmp_path):
-    report = write_report(load(store, "topic"), tmp_path / "topic.html")
-    page = Page(report.html)
+def test_topic_report_through_the_cli(store, tmp_path, capsys):
+    out = tmp_path / "r" / "topic.html"
+    assert main(["report", str(store / "topic"), "-o", str(out), "--threshold", "0.9"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out}: 144 trials, 48 cells, 3 figures")
+    page = Page(out.read_text(encoding="utf-8"))
     assert list(page.sections) == ["manifest", "counts", "phase", "trajectories", "cells"]
-    assert set(report.figures) == {"phase", "regimes", "topic"}
+    assert page.sections["phase"]["title"] == "Phase diagram: success = best accuracy ≥ 0.9"
     assert len(page.images) == 3
-    assert report.phase.facet == "model.classifier"
+    assert page.sections["cells"]["tables"][0][0][0] == "model.classifier"

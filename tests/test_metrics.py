@@ -10,7 +10,7 @@ import torch
 
 from sweeper import metrics as M
 from sweeper.experiments.copy import CopyExperiment
-from sweeper.models.seq2seq import Seq2Seq, Seq2SeqConfig
+from sweeper.models.seq2seq import Seq2Seq
 from sweeper.outcomes import derive_outcomes
 from sweeper.spec import make_spec
 from sweeper.trajectory import METRICS

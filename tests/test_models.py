@@ -64,7 +64,7 @@ def test_cell_matches_torch_rnn_from_a_given_state(cell):
 # -- the whole forward pass against a reference built from torch modules -----------------------
 def _reference_forward(model: Seq2Seq, k: int, src: torch.Tensor, dec_in: torch.Tensor):
     """Model k's logits [B, T, V] and attention [H, B, T, S], written plainly from DESIGN 2.1."""
-    cfg, d = model.cfg, model.cfg.width
+    cfg = model.cfg
     embed = model.embed[k]
     dec_embed = embed if cfg.shared_embedding else model.dec_embed[k]
     enc_rnn, dec_rnn = _torch_rnn(model, "enc", k), _torch_rnn(model, "dec", k)
