@@ -114,6 +114,9 @@ def run_phase(args: argparse.Namespace) -> int:
     from . import plots  # matplotlib only when drawing
     from .phase import default_axes, phase_from_results
 
+    _check_suffix(args.output, plots.FORMATS, "-o")  # before any work
+    if args.cells:
+        _check_suffix(args.cells, (".csv", ".json"), "--cells")
     results = _load(args)
     facet = args.facet
     if facet == "auto":
@@ -133,9 +136,12 @@ def run_phase(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_suffix(path: str, allowed: tuple[str, ...], flag: str) -> None:
+    if Path(path).suffix.lower() not in allowed:
+        raise AnalysisInputError(f"{flag} {path!r}: use a file ending in {', '.join(allowed)}")
+
+
 def _write_cells(phase, path: Path) -> None:
-    if path.suffix not in (".csv", ".json"):
-        raise AnalysisInputError(f"--cells {path.name!r}: use a .csv or .json file")
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".csv":
         phase.cells.to_csv(path, index=False)
@@ -161,6 +167,7 @@ def _add_phase(subparsers) -> None:
 def run_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
+    _check_suffix(args.output, (".html", ".htm"), "-o")
     results = _load(args)
     report = write_report(results, args.output, x=args.x, y=args.y, facet=args.facet,
                           thresholds=_thresholds(args), min_seeds=args.min_seeds)

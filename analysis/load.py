@@ -2,7 +2,7 @@
 
 Layout (docs/data-model.md): RESULTS/<sweep>/manifest.json, trials/part-*.parquet and
 trajectories/part-*.parquet, a trials file and a trajectories file per pack, named
-`part-<pack_id>-<attempt>.parquet`, or merged into `part-compact-*.parquet`.
+`part-<pack_id>.parquet`, or merged into `part-compact-*.parquet`.
 
 Reading one trial's trajectory must not read the sweep. Row-group statistics on `trial_id` are
 not enough for that: a pack's trial ids are hashes spread over the whole id space, so every
@@ -32,7 +32,7 @@ from .errors import AnalysisInputError, unknown_column
 
 TABLES = ("trials", "trajectories")
 _FORMAT = ds.ParquetFileFormat()
-_PART = re.compile(r"^part-(?P<pack>.+)-(?P<attempt>\d+)\.parquet$")
+_PART = re.compile(r"^part-(?P<pack>.+?)(?:-(?P<attempt>\d+))?\.parquet$")
 _NULLABLE = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
              pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
              pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
@@ -166,6 +166,11 @@ def _open_sweep(fs: pafs.FileSystem, root: str, name: str) -> Sweep:
         raise AnalysisInputError(
             f"no sweep {name!r} under {root!r}; available sweeps: {', '.join(found) or '(none)'}")
     files = {t: _parquet_files(fs, f"{folder}/{t}") for t in TABLES}
+    # A pack's trajectories count only once its trials file (the commit) exists: a crash
+    # between the two writes leaves an orphan that the next run deletes.
+    committed = {p.rsplit("/", 1)[-1] for p in files["trials"]}
+    files["trajectories"] = [p for p in files["trajectories"]
+                             if p.rsplit("/", 1)[-1] in committed]
     return Sweep(name, fs, folder, _read_manifest(fs, folder), files)
 
 
@@ -347,7 +352,7 @@ class Results:
         """Trajectories of some of the loaded trials, reading only the files that hold them."""
         packs = self._packs
         if trial_ids is not None:
-            packs = packs[packs["trial_id"].isin(set(trial_ids))]
+            packs = packs[packs["trial_id"].isin(set(_id_list(trial_ids)))]
         elif not self._selected:
             packs = None
         node = where_lang.parse(where) if where is not None else None
@@ -361,8 +366,7 @@ class Results:
     def _read(self, packs: pd.DataFrame | None, columns: Sequence[str] | None,
               node: where_lang.Node | None) -> pd.DataFrame:
         tables = [self._read_sweep(s, packs, columns, node) for s in self.sweeps]
-        frame = to_frame(pa.concat_tables(tables, promote_options="permissive"))
-        return frame
+        return to_frame(pa.concat_tables(tables, promote_options="permissive"))
 
     def _read_sweep(self, sweep: Sweep, packs: pd.DataFrame | None,
                     columns: Sequence[str] | None, node: where_lang.Node | None) -> pa.Table:
@@ -384,6 +388,11 @@ class Results:
         cols = None if columns is None else [c for c in wanted if c != "sweep"]
         table = scan(sweep, paths, schema, cols, expr)
         return _add_sweep(table, sweep.name)
+
+
+def _id_list(trial_ids: Iterable[str] | str) -> list[str]:
+    """Trial ids as a list; one id given as a plain string is one id, not 16 characters."""
+    return [trial_ids] if isinstance(trial_ids, str) else [str(i) for i in trial_ids]
 
 
 def _and(a: pc.Expression | None, b: pc.Expression | None) -> pc.Expression | None:
@@ -426,7 +435,7 @@ def load(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *
     plan.trial_filter, plan.trajectory_filter = _split_where(where, trial_names, trajectory_names)
     plan.trial_columns, plan.trajectory_columns = _split_columns(columns, trial_names,
                                                                  trajectory_names)
-    ids = None if trial_ids is None else sorted(set(trial_ids))
+    ids = None if trial_ids is None else sorted(set(_id_list(trial_ids)))
     trials, packs = _read_trials(sweeps, trial_schema, plan, ids)
     selected = plan.trial_filter is not None or ids is not None
     return Results(sweeps, trials, packs, plan, selected, trial_schema)

@@ -128,10 +128,19 @@ def save(fig: Figure, path: str | os.PathLike, dpi: int = 100) -> Path:
 
 # ---------------------------------------------------------------- phase diagram
 
-def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool = True
+ANNOTATE_CELLS = 64  # above this many cells per panel, numbers would crowd (and slow) a panel
+
+
+def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool | None = None
                  ) -> Figure:
     """One success-probability panel per facet value, then a recovery-map panel per facet
-    value other than the base; boundary at p = level, unsampled cells marked."""
+    value other than the base; boundary at p = level, unsampled cells marked.
+
+    annotate: write k/n (and p differences) in the cells; by default when a panel has at most
+    ANNOTATE_CELLS cells. The cells table has the numbers either way.
+    """
+    if annotate is None:
+        annotate = len(phase.x_values) * len(phase.y_values) <= ANNOTATE_CELLS
     others = [v for v in phase.facet_values if v != phase.base] if phase.facet else []
     show_recovery = recovery and bool(others)
     layout = _phase_layout(phase, rows=2 if show_recovery else 1, bottom_legend=True)
@@ -215,7 +224,7 @@ def _probability_panel(ax, phase: PhaseDiagram, value: object, annotate: bool):
     counted = cells.assign(p=cells["p"].where(cells["n"] >= phase.min_seeds))
     image = _mesh(ax, phase.grid("p", frame=counted), cmap="viridis", vmin=0, vmax=1)
     _mark_unsampled(ax, cells, phase.min_seeds, annotate)
-    if annotate and len(cells) <= 150:
+    if annotate:
         for row in counted[counted["p"].notna()].itertuples(index=False):
             ax.text(row.ix, row.iy, f"{row.successes}/{row.n}", ha="center", va="center",
                     fontsize=7, color="white" if row.p < 0.6 else "black")
@@ -232,7 +241,7 @@ def _recovery_panel(ax, phase: PhaseDiagram, value: object, annotate: bool):
     either_missing = (rec["regime"] == "missing") | (rec["regime_base"] == "missing")
     marks = np.where(either_missing, "missing", np.where(rec["delta"].isna(), "insufficient", ""))
     _mark_unsampled(ax, rec.assign(regime=marks), phase.min_seeds, False)
-    if annotate and len(rec) <= 150:
+    if annotate:
         for row in rec[rec["delta"].notna()].itertuples(index=False):
             ax.text(row.ix, row.iy, f"{row.delta:+.2f}", ha="center", va="center", fontsize=7,
                     color="white" if abs(row.delta) > 0.6 else "black")

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
@@ -76,6 +77,13 @@ def _lock_down(con: duckdb.DuckDBPyConnection, folders: Sequence[str]) -> None:
     con.execute("SET lock_configuration = true")
 
 
+def _arrow(relation: duckdb.DuckDBPyRelation) -> pa.Table:
+    """The result as an Arrow table (the method's name changed in DuckDB 1.4)."""
+    if hasattr(relation, "to_arrow_table"):
+        return relation.to_arrow_table()
+    return relation.arrow()
+
+
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
     return [row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()]
 
@@ -86,7 +94,7 @@ def sql(results: str | os.PathLike, query: str, sweep: str | Sequence[str] | Non
     con = connect(results, sweep, filesystem=filesystem)
     try:
         relation = con.sql(query)
-        return pd.DataFrame() if relation is None else to_frame(relation.to_arrow_table())
+        return pd.DataFrame() if relation is None else to_frame(_arrow(relation))
     except duckdb.Error as exc:
         raise _sql_error(con, exc) from exc
     finally:

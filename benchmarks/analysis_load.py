@@ -19,26 +19,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import load, phase_from_results, with_outcomes  # noqa: E402
 from analysis.phase import outcome_trajectories, representative_cells  # noqa: E402
-from analysis.synthetic import write_copy_sweep  # noqa: E402
+from analysis.synthetic import compact_sweep, write_copy_sweep  # noqa: E402
 
 GRID = {"cooccurrence": [i / 10 for i in range(10)], "hardness": [i / 9 for i in range(10)],
         "heads": (1, 2, 4, 8), "seeds": 25, "steps": 190, "eval_every": 10}
 
 
 class Timer:
+    """Wall and CPU seconds per step (CPU time shows the cost when other work shares the
+    machine's cores)."""
+
     def __init__(self):
-        self.rows: list[tuple[str, float, str]] = []
+        self.rows: list[tuple[str, float, float, str]] = []
 
     def __call__(self, label: str, func, note=lambda result: ""):
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         result = func()
-        self.rows.append((label, time.perf_counter() - start, note(result)))
+        self.rows.append((label, time.perf_counter() - wall, time.process_time() - cpu,
+                          note(result)))
         return result
 
     def report(self) -> None:
-        width = max(len(label) for label, _, _ in self.rows)
-        for label, seconds, note in self.rows:
-            print(f"{label:<{width}}  {seconds:8.3f} s  {note}")
+        width = max(len(row[0]) for row in self.rows)
+        print(f"{'step':<{width}}  {'wall':>9}  {'cpu':>9}")
+        for label, wall, cpu, note in self.rows:
+            print(f"{label:<{width}}  {wall:8.3f}s  {cpu:8.3f}s  {note}")
 
 
 def main() -> int:
@@ -78,6 +83,12 @@ def run(root: Path, t: Timer) -> None:
         load(root, "bench"), "task.cooccurrence", "task.hardness", "model.heads"),
         lambda p: f"{len(p.cells)} cells, {len(p.boundary)} boundary segments")
     draw(root, t, phase, trials, res)
+    t("compact the sweep (one file per table)", lambda: compact_sweep(folder, row_groups=160))
+    t("load trials, compacted", lambda: load(root, "bench"), lambda r: f"{len(r.trials)} trials")
+    t("load all trajectories, compacted", lambda: load(root, "bench").trajectories,
+      lambda f: f"{len(f)} rows")
+    t("load one trial, compacted", lambda: load(root, "bench", trial_ids=[one]).trajectories,
+      lambda f: f"{len(f)} rows")
 
 
 def draw(root: Path, t: Timer, phase, trials, res) -> None:
@@ -88,14 +99,13 @@ def draw(root: Path, t: Timer, phase, trials, res) -> None:
     t("save phase figure PNG", lambda: plots.save(fig, root / "phase.png"))
     t("save phase figure SVG", lambda: plots.save(fig, root / "phase.svg"))
     cells = representative_cells(phase)
-    traj = t("draw + save trajectory figure", lambda: plots.save(
+    t("draw + save trajectory figure", lambda: plots.save(
         plots.trajectory_figure(trials, res.trajectories, cells), root / "trajectories.png"))
     t("draw + save onset figure", lambda: plots.save(plots.onset_figure(trials),
                                                      root / "onsets.png"))
     t("report (load, outcomes, phase, 4 figures, HTML)",
       lambda: write_report(load(root, "bench"), root / "report.html"),
       lambda r: f"{len(r.html) / 2**20:.1f} MiB HTML")
-    del traj
 
 
 if __name__ == "__main__":

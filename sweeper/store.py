@@ -138,6 +138,33 @@ def _with_metadata(table: pa.Table, extra: dict[str, str] | None = None) -> pa.T
     return table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
 
 
+def _s3_put(uri: str):
+    """A single PutObject per file: the object appears whole or not at all.
+
+    pyarrow's S3 output stream uploads in parts (CreateMultipartUpload, UploadPart, Complete),
+    which some S3 servers reject for small files; one put is simpler and atomic. Endpoint,
+    scheme and region come from the URI's query, credentials from the environment (boto3's
+    default chain), never from a sweep file. Without boto3, pyarrow's stream is used.
+    """
+    from urllib.parse import parse_qs, urlsplit
+
+    try:
+        import boto3
+    except ImportError:  # pragma: no cover
+        return None
+    query = {k: v[-1] for k, v in parse_qs(urlsplit(uri).query).items()}
+    endpoint = query.get("endpoint_override")
+    if endpoint and "://" not in endpoint:
+        endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=query.get("region"))
+
+    def put(path: str, data: bytes) -> None:
+        bucket, _, key = path.partition("/")
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    return put
+
+
 # -- the store -----------------------------------------------------------------------------
 @dataclass
 class Store:
@@ -147,15 +174,25 @@ class Store:
     root: str
     uri: str
 
+    put_object: Any = None  # S3: a single PutObject per file (see `_s3_put`)
+
     @classmethod
     def open(cls, uri: str) -> Store:
         if "://" in uri:
-            fs, root = pafs.FileSystem.from_uri(uri)
+            try:
+                fs, root = pafs.FileSystem.from_uri(uri)
+            except (pa.ArrowInvalid, ValueError, OSError) as exc:
+                raise ParameterError(f"--results: got {uri!r}, which pyarrow.fs cannot open "
+                                     f"({exc}); allowed: a local path or a pyarrow.fs URI such "
+                                     "as s3://bucket/prefix") from None
         else:
             import os
 
             fs, root = pafs.LocalFileSystem(), os.path.abspath(uri)
-        return cls(fs, root.rstrip("/"), uri)
+        store = cls(fs, root.rstrip("/"), uri)
+        if uri.startswith("s3://"):
+            store.put_object = _s3_put(uri)
+        return store
 
     @property
     def is_local(self) -> bool:
@@ -174,6 +211,8 @@ class Store:
             with self.fs.open_output_stream(tmp) as f:
                 f.write(data)
             self.fs.move(tmp, path)
+        elif self.put_object is not None:
+            self.put_object(path, data)
         else:
             with self.fs.open_output_stream(path) as f:
                 f.write(data)

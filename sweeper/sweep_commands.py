@@ -77,6 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         summary = run_sweep(sweep, store, executor, args.pack_size, 1)
     else:
         with executor:
+            executor.check_results_reachable(store)  # before anything is written
             workers = executor.workers(sweep.resources["cpu"])
             summary = run_sweep(sweep, store, executor, args.pack_size, workers)
     print(summary_text(store, sweep, summary))
@@ -126,9 +127,10 @@ def _sweep_name_and_store(args: argparse.Namespace):
     if target.endswith((".yaml", ".yml")) and os.path.exists(target):
         sweep = _load(target)
         return sweep.name, Store.open(_results_root(args, sweep))
-    if args.results is None and ("/" in target.rstrip("/")):
-        root, name = target.rstrip("/").rsplit("/", 1)
-        return name, Store.open(root or "/")
+    path, mark, query = target.partition("?")  # s3://bucket/root/SWEEP?endpoint_override=...
+    if args.results is None and "/" in path.rstrip("/"):
+        root, name = path.rstrip("/").rsplit("/", 1)
+        return name, Store.open((root or "/") + mark + query)
     return target, Store.open(_results_root(args))
 
 

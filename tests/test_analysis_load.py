@@ -167,6 +167,8 @@ def test_an_empty_sweep_loads_as_empty_frames(tmp_path):
 def test_pack_of_file_names():
     assert pack_of_file("/r/s/trajectories/part-0ec0ec384764-1.parquet") == "0ec0ec384764"
     assert pack_of_file("part-a-b-12.parquet") == "a-b"
+    assert pack_of_file("/r/s/trials/part-117016a2b34b72f3.parquet") == "117016a2b34b72f3"
+    assert pack_of_file("part-compact-1cccdf7982de.parquet") is None
     assert pack_of_file("part-compact-0.parquet") is None
     assert pack_of_file("other.parquet") is None
 

@@ -132,6 +132,8 @@ def test_cli_query_sql_csv(store, capsys):
     ["phase", "{copy}", "--x", "task.cooccurence", "--y", "task.hardness", "-o", "{out}.png"],
     ["phase", "{copy}", "--x", "task.cooccurrence", "--y", "task.hardness", "-o", "{out}.gif"],
     ["phase", "{copy}", "--x", "task.cooccurrence", "--y", "task.hardness", "--threshold", "2"],
+    ["report", "{copy}", "-o", "{out}.txt"],
+    ["report", "{copy}", "--x", "task.hardness", "-o", "{out}.html"],
 ])
 def test_cli_bad_input_exits_2_with_one_line(store, tmp_path, capsys, argv):
     argv = [a.format(copy=store / "copy", root=store, out=tmp_path / "x") for a in argv]

@@ -238,7 +238,6 @@ class RayTuneExecutor:
 
     def run_packs(self, packs: list[list[TrialSpec]], recorder: Recorder,
                   sweep: SweepFile) -> None:
-        self.check_results_reachable(recorder.store)
         metric = sweep.scheduler.metric if sweep.scheduler else None
         configs = [[s.config() for s in pack] for pack in packs]
         trainable = tune.with_parameters(train_pack_trial, packs=configs, device=sweep.device,
@@ -249,7 +248,6 @@ class RayTuneExecutor:
     def run_optuna(self, sweep: SweepFile, recorder: Recorder, store) -> None:
         from ray.tune.search.optuna import OptunaSearch
 
-        self.check_results_reachable(store)
         done = stored_cells(store, sweep)
         remaining = sweep.search.trials - len(done)
         if remaining <= 0:

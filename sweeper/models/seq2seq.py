@@ -26,6 +26,7 @@ from torch import nn
 
 from sweeper.models import MODELS
 from sweeper.models import init as I
+from sweeper.models import recurrence as R
 from sweeper.registry import Param
 from sweeper.seeding import generator
 
@@ -115,64 +116,95 @@ class Seq2Seq(nn.Module):
 
     # -- recurrence ------------------------------------------------------------------------
     def _recur(self, x: torch.Tensor, side: str, state: tuple | None) -> tuple:
-        """Run one side's cell over x [K, B, S, d]; returns states [K, B, S, d] and final state."""
-        K, B, S, d = x.shape
-        w_ih, w_hh = getattr(self, f"{side}_w_ih"), getattr(self, f"{side}_w_hh")
-        b_ih, b_hh = getattr(self, f"{side}_b_ih"), getattr(self, f"{side}_b_hh")
-        x_proj = linear(x, w_ih) + b_ih[:, None, None]  # [K, B, S, G d], all steps at once
-        if state is None:
-            zeros = x.new_zeros(K, B, d)
-            state = (zeros, zeros) if self.cfg.cell == "lstm" else (zeros,)
-        outputs = []
-        # unbind, not x_proj[:, :, t]: each slice's backward would zero-fill a full-size grad.
-        for x_t in x_proj.unbind(dim=2):
-            h_proj = torch.baddbmm(b_hh[:, None], state[0], w_hh)  # [K, B, G d]
-            state = self._cell(x_t, h_proj, state)
-            outputs.append(state[0])
-        return torch.stack(outputs, dim=2), state
+        """Run one side's cell over inputs x [K, B, S, d]; returns states [K, B, S, d] and the
+        final state ((h, c) for LSTM, (h,) for GRU)."""
+        w_ih = getattr(self, f"{side}_w_ih")
+        return self._run(linear(x, w_ih) + self._input_bias(side)[:, None, None], side, state)
 
-    def _cell(self, x_proj: torch.Tensor, h_proj: torch.Tensor, state: tuple) -> tuple:
+    def _input_bias(self, side: str) -> torch.Tensor:
+        """[K, G d]: what is added to x W_ih. LSTM adds both biases there (b_hh enters the gates
+        unscaled); GRU's b_hh stays inside the recurrence (r multiplies its n part)."""
+        b_ih = getattr(self, f"{side}_b_ih")
+        return b_ih + getattr(self, f"{side}_b_hh") if self.cfg.cell == "lstm" else b_ih
+
+    def _embed_recur(self, tokens: torch.Tensor, table: torch.Tensor, side: str,
+                     state: tuple | None) -> tuple:
+        """_recur(lookup(table, tokens)) with the input projection applied to the table.
+
+        lookup(E, x) W_ih = lookup(E W_ih, x): projecting the V rows of the table instead of
+        the B S looked-up rows removes the input projection's cost (V = N + 2 is 12-62 here,
+        B S is 700-5000).
+        """
+        w_ih = getattr(self, f"{side}_w_ih")
+        projected = torch.baddbmm(self._input_bias(side)[:, None], table, w_ih)  # [K, V, G d]
+        return self._run(lookup(projected, tokens), side, state)
+
+    def _run(self, x_proj: torch.Tensor, side: str, state: tuple | None) -> tuple:
+        """The recurrence over projected inputs x_proj [K, B, S, G d] (sweeper.models.recurrence
+        holds the loop and its hand-written backward)."""
+        K, B, _, _ = x_proj.shape
+        d = self.cfg.width
+        w_hh = getattr(self, f"{side}_w_hh")
+        if state is None:
+            zeros = x_proj.new_zeros(K, B, d)
+            state = (zeros, zeros) if self.cfg.cell == "lstm" else (zeros,)
         if self.cfg.cell == "lstm":
-            i, f, g, o = (x_proj + h_proj).chunk(4, dim=-1)
-            c = torch.sigmoid(f) * state[1] + torch.sigmoid(i) * torch.tanh(g)
-            return torch.sigmoid(o) * torch.tanh(c), c
-        x_r, x_z, x_n = x_proj.chunk(3, dim=-1)
-        h_r, h_z, h_n = h_proj.chunk(3, dim=-1)
-        r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
-        n = torch.tanh(x_n + r * h_n)
-        return ((1 - z) * n + z * state[0],)
+            states, c_last = R.lstm(x_proj, w_hh, state[0], state[1])
+            return states, (states[:, :, -1], c_last)
+        states = R.gru(x_proj, w_hh, getattr(self, f"{side}_b_hh"), state[0])
+        return states, (states[:, :, -1],)
 
     # -- attention and readout -------------------------------------------------------------
     def attend(self, dec: torch.Tensor, enc: torch.Tensor, uniform: bool = False) -> tuple:
-        """Per-head attention [K, H, B, T, S] and the head-averaged context [K, B, T, d]."""
+        """Per-head attention [K, H, B, T, S] and the head-averaged context [K, B, T, d].
+
+        The heads sit next to the decoder steps ([K, B, T H, d]) so that every head's scores and
+        mixture come from one bmm per sequence without copying the encoder states per head; the
+        average over heads is folded into W_v (one bmm over the concatenated heads).
+        """
         K, B, T, d = dec.shape
         S, H = enc.shape[2], self.cfg.heads
         if uniform or self.cfg.attention == "uniform":
             attn = dec.new_full((K, H, B, T, S), 1.0 / S)
-        else:
-            query = dec.reshape(K, 1, B * T, d) @ self.w_q  # [K, H, B T, d]
-            scores = query.view(K, H, B, T, d) @ enc[:, None].transpose(-1, -2)  # [K, H, B, T, S]
-            attn = scores.softmax(dim=-1)
-        mixed = attn @ enc[:, None]  # [K, H, B, T, d]
-        ctx = (mixed.view(K, H, B * T, d) @ self.w_v).mean(dim=1)  # [K, B T, d]
-        return attn, ctx.view(K, B, T, d)
+            ctx = linear(enc.mean(dim=2), self.w_v.sum(dim=1) / H)  # [K, B, d]
+            return attn, ctx[:, :, None].expand(K, B, T, d)
+        w_q = self.w_q.transpose(1, 2).reshape(K, d, H * d)  # [K, d, H d]
+        query = linear(dec, w_q).view(K * B, T * H, d)  # rows (t, h)
+        keys = enc.reshape(K * B, S, d)
+        attn = torch.bmm(query, keys.transpose(1, 2)).softmax(dim=-1)  # [K B, T H, S]
+        mixed = torch.bmm(attn, keys).view(K, B, T, H * d)  # [K, B, T, H d]
+        ctx = linear(mixed, self.w_v.reshape(K, H * d, d) / H)  # [K, B, T, d]
+        return attn.view(K, B, T, H, S).permute(0, 3, 1, 2, 4), ctx
 
     def readout(self, dec: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         """W_o tanh(W_c [s; c]) for any leading shape [K, ..., d] -> [K, ..., V]."""
         d = self.cfg.width
         bias = (dec.shape[0],) + (1,) * (dec.dim() - 2)  # [K, 1, ..., 1]
-        hidden = torch.tanh(linear(dec, self.w_c[:, :d]) + linear(ctx, self.w_c[:, d:])
-                            + self.b_c.view(*bias, d))
+        hidden = R.fast_tanh(linear(dec, self.w_c[:, :d]) + linear(ctx, self.w_c[:, d:])
+                             + self.b_c.view(*bias, d))
         return linear(hidden, self.w_o) + self.b_o.view(*bias, -1)
+
+    # -- the model -------------------------------------------------------------------------
+    def states(self, src: torch.Tensor, dec_in: torch.Tensor) -> tuple:
+        """Encoder states [K, B, S, d] and decoder states [K, B, T, d] (teacher forcing).
+
+        They do not depend on the attention (no input feeding), so one pass serves the learned
+        and the uniform-attention readouts.
+        """
+        enc, state = self._embed_recur(src, self.embed, "enc", None)
+        dec_table = self.embed if self.cfg.shared_embedding else self.dec_embed
+        dec, _ = self._embed_recur(dec_in, dec_table, "dec", state)
+        return enc, dec
+
+    def output(self, enc: torch.Tensor, dec: torch.Tensor, uniform: bool = False) -> Seq2SeqOutput:
+        """Attention and logits on top of given states."""
+        attn, ctx = self.attend(dec, enc, uniform)
+        return Seq2SeqOutput(self.readout(dec, ctx), attn, dec, enc)
 
     def forward(self, src: torch.Tensor, dec_in: torch.Tensor,
                 uniform: bool = False) -> Seq2SeqOutput:
         """src [K, B, S], dec_in [K, B, T] (teacher forcing) -> logits and attention."""
-        enc, state = self._recur(lookup(self.embed, src), "enc", None)  # [K, B, S, d]
-        dec_table = self.embed if self.cfg.shared_embedding else self.dec_embed
-        dec, _ = self._recur(lookup(dec_table, dec_in), "dec", state)  # [K, B, T, d]
-        attn, ctx = self.attend(dec, enc, uniform)
-        return Seq2SeqOutput(self.readout(dec, ctx), attn, dec, enc)
+        return self.output(*self.states(src, dec_in), uniform)
 
     def one_hot_logits(self, out: Seq2SeqOutput) -> torch.Tensor:
         """Logits [K, B, T, S, V] at each decoder step t if attention were one-hot on source l.
@@ -181,5 +213,5 @@ class Seq2Seq(nn.Module):
         is (mean_h W_v^h) h_l. This is the KTIW probe's view of what each input word translates to.
         """
         w_v = self.w_v.mean(dim=1)  # [K, d, d]
-        ctx = out.enc_states @ w_v[:, None]  # [K, B, S, d]
+        ctx = linear(out.enc_states, w_v)  # [K, B, S, d]
         return self.readout(out.dec_states[:, :, :, None, :], ctx[:, :, None, :, :])

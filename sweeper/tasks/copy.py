@@ -143,7 +143,8 @@ class CopySampler:
         order, mix = noise[..., :N], noise[..., N]
         if self.repeat:
             open_seq = (order[..., :L] * N).long().clamp_(max=N - 1)  # [K, B, L]
-            block_seq = (order[..., :L] * L).long().clamp_(max=L - 1)
+            block = min(L, N)  # the fixed block is tokens 0..min(L, N)-1
+            block_seq = (order[..., :L] * block).long().clamp_(max=block - 1)
         else:
             open_seq = order.argsort(dim=-1)[..., :L]  # a random ordered L-subset of N
             block_seq = order[..., :L].argsort(dim=-1)  # a random permutation of 0..L-1
