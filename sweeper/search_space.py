@@ -328,6 +328,11 @@ def _resources(raw: Any) -> dict[str, float]:
 
 # -- the whole file ------------------------------------------------------------------------
 def load_sweep(path: str) -> SweepFile:
+    """Read and validate a sweep file; "-" reads it from standard input."""
+    if path == "-":
+        import sys
+
+        return parse_sweep(sys.stdin.read())
     try:
         with open(path) as f:
             text = f.read()

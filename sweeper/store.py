@@ -24,7 +24,7 @@ import re
 import socket
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -174,7 +174,16 @@ class Store:
     root: str
     uri: str
 
-    put_object: Any = None  # S3: a single PutObject per file (see `_s3_put`)
+    put_object: Any = field(default=None, repr=False)  # S3: one PutObject per file
+
+    def __getstate__(self) -> dict:
+        """Picklable (Ray Tune pickles its callbacks): the S3 client is rebuilt on arrival."""
+        return {**self.__dict__, "put_object": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.uri.startswith("s3://"):
+            self.put_object = _s3_put(self.uri)
 
     @classmethod
     def open(cls, uri: str) -> Store:

@@ -20,24 +20,24 @@ def _rand(*shape, gen):
 
 def _plain_lstm(x, w_hh, h0, c0):
     h, c, out = h0, c0, []
-    for t in range(x.shape[2]):
-        i, f, g, o = (x[:, :, t] + h @ w_hh).chunk(4, dim=-1)
+    for t in range(x.shape[0]):
+        i, f, g, o = (x[t] + h @ w_hh).chunk(4, dim=-1)
         c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
         h = torch.sigmoid(o) * torch.tanh(c)
         out.append(h)
-    return torch.stack(out, dim=2), c
+    return torch.stack(out), c
 
 
 def _plain_gru(x, w_hh, b_hh, h0):
     h, out = h0, []
-    for t in range(x.shape[2]):
-        x_r, x_z, x_n = x[:, :, t].chunk(3, dim=-1)
+    for t in range(x.shape[0]):
+        x_r, x_z, x_n = x[t].chunk(3, dim=-1)
         h_r, h_z, h_n = (h @ w_hh + b_hh[:, None]).chunk(3, dim=-1)
         r, z = torch.sigmoid(x_r + h_r), torch.sigmoid(x_z + h_z)
         n = torch.tanh(x_n + r * h_n)
         h = (1 - z) * n + z * h
         out.append(h)
-    return torch.stack(out, dim=2)
+    return torch.stack(out)
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
@@ -45,7 +45,7 @@ def test_recurrence_forward_and_gradients_match_autograd_of_the_plain_loop(cell)
     gen = torch.Generator().manual_seed(0)
     K, B, S, d = 2, 3, 5, 4
     G = 4 if cell == "lstm" else 3
-    x, w = _rand(K, B, S, G * d, gen=gen), _rand(K, d, G * d, gen=gen)
+    x, w = _rand(S, K, B, G * d, gen=gen), _rand(K, d, G * d, gen=gen)
     h0 = _rand(K, B, d, gen=gen)
     extra = [_rand(K, B, d, gen=gen)] if cell == "lstm" else [_rand(K, G * d, gen=gen)]
     inputs = [x, w, h0, extra[0]] if cell == "lstm" else [x, w, extra[0], h0]
@@ -67,7 +67,7 @@ def test_recurrence_passes_gradcheck(cell):
     gen = torch.Generator().manual_seed(1)
     K, B, S, d = 2, 2, 3, 2
     G = 4 if cell == "lstm" else 3
-    x, w = _rand(K, B, S, G * d, gen=gen), _rand(K, d, G * d, gen=gen)
+    x, w = _rand(S, K, B, G * d, gen=gen), _rand(K, d, G * d, gen=gen)
     h0 = _rand(K, B, d, gen=gen)
     if cell == "lstm":
         assert torch.autograd.gradcheck(R.lstm, (x, w, h0, _rand(K, B, d, gen=gen)))

@@ -102,6 +102,11 @@ def random_sweeps(draw) -> dict:
     return data
 
 
+def column(path: str) -> str:
+    """The trials-table column of an axis path (the optimiser's values live under optim.)."""
+    return {"train.lr": "optim.lr", "train.optimizer": "optim.name"}.get(path, path)
+
+
 def _seeds(data: dict) -> list[int]:
     return list(range(data["seeds"])) if isinstance(data["seeds"], int) else data["seeds"]
 
@@ -119,8 +124,10 @@ def test_grid_expansion_is_deterministic_and_complete(drawn):
     seeds = _seeds(data)
     assert len(first) == math.prod(len(v) for _, v in axes) * len(seeds)
     # Order: the product of the axes in file order, then the seeds.
-    expected = list(itertools.product(*(v for _, v in axes), seeds))
-    got = [tuple(s.flat()[p] for p, _ in axes) + (s.seed,) for s in first]
+    in_file = [(f"{g}.{n}", next(iter(spec.values())))
+               for g, params in data["axes"].items() for n, spec in params.items()]
+    expected = list(itertools.product(*(v for _, v in in_file), seeds))
+    got = [tuple(s.flat()[column(p)] for p, _ in in_file) + (s.seed,) for s in first]
     assert got == expected
 
 
@@ -249,3 +256,13 @@ def test_plan_uses_the_results_root_of_the_file(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["plan", str(path)]) == 0
     assert "1 stored, 3 to run" in capsys.readouterr().out
+
+
+def test_plan_of_a_learning_rate_axis(tmp_path, capsys):
+    """train.lr is a real axis; its column in the specs and the store is optim.lr."""
+    path = write_sweep(tmp_path / "lr.yaml", variant(**{
+        "axes": {"train": {"lr": {"grid": [0.001, 0.01]}}}, "seeds": 1}))
+    rc = main(["plan", str(path), "--results", str(tmp_path / "r")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "lr" in out and "0.01" in out and "2 trials" in out

@@ -285,29 +285,37 @@ def submit_job(address: str, sweep_file: str, sweep_name: str, extra_args: list[
                out, forward_env: list[str] | None = None) -> int:
     """Submit `sweeper run FILE --address auto` as a Ray job; stream its logs; its exit status.
 
-    The sweep file travels in the job's working_dir; sweeper itself must be installed on the
-    cluster's nodes (see cluster/README.md).
+    sweeper itself must be installed on the cluster's nodes (see cluster/README.md).
     """
     import shlex
     import time
 
-    from ray.job_submission import JobStatus, JobSubmissionClient
+    from ray.job_submission import JobSubmissionClient
 
-    work = tempfile.mkdtemp(prefix="sweeper-job-")
-    try:
-        shutil.copy(sweep_file, os.path.join(work, "sweep.yaml"))
-        client = JobSubmissionClient(address)
-        entrypoint = " ".join(["sweeper", "run", "sweep.yaml", "--address", "auto",
-                               *map(shlex.quote, extra_args)])
-        # Only what the user names travels: cluster credentials come from the cluster's roles.
-        names = set(forward_env or []) | {"RAY_AUTH_MODE"}
-        env = {k: os.environ[k] for k in sorted(names) if k in os.environ}
-        job = client.submit_job(entrypoint=entrypoint,
-                                runtime_env={"working_dir": work, "env_vars": env},
-                                submission_id=f"sweeper-{sweep_name}-{int(time.time())}")
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    # The file's text travels in the job's environment, read back from stdin by `sweeper run -`.
+    # (A runtime_env working_dir would do too, but on a local cluster Ray may garbage-collect
+    # it while the driver still runs in it.)
+    with open(sweep_file) as f:
+        text = f.read()
+    client = JobSubmissionClient(address)
+    entrypoint = " ".join(["printenv SWEEPER_SWEEP_FILE | sweeper run - --address auto",
+                           *map(shlex.quote, extra_args)])
+    # Only what the user names travels: cluster credentials come from the cluster's roles.
+    names = set(forward_env or []) | {"RAY_AUTH_MODE"}
+    env = {k: os.environ[k] for k in sorted(names) if k in os.environ}
+    job = client.submit_job(entrypoint=entrypoint,
+                            runtime_env={"env_vars": {**env, "SWEEPER_SWEEP_FILE": text}},
+                            submission_id=f"sweeper-{sweep_name}-{int(time.time())}")
     out.write(f"submitted {job} to {address}: {entrypoint}\n")
+    return _follow(client, job, out)
+
+
+def _follow(client, job: str, out) -> int:
+    """Stream a job's logs until it ends; 0 if it succeeded, 1 otherwise."""
+    import time
+
+    from ray.job_submission import JobStatus
+
     printed = 0
     while True:
         status = client.get_job_status(job)

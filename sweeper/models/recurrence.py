@@ -55,7 +55,7 @@ class _LSTM(torch.autograd.Function):
         S, K, B, G = x.shape
         d = G // 4
         scale = _gate_scale(x, 4, 2)
-        x2, w2 = x * scale, w_hh * scale  # pre-activations with the g columns doubled
+        x2, w2 = (x * scale).contiguous(), w_hh * scale  # pre-activations with the g columns doubled
         acts = torch.empty_like(x2)  # i, f, g, o after their nonlinearities
         cs, tcs, hs = (x.new_empty(S, K, B, d) for _ in range(3))  # c_t, tanh(c_t), h_t
         h, c = h0, c0
@@ -104,7 +104,7 @@ class _GRU(torch.autograd.Function):
         S, K, B, G = x.shape
         d = G // 3
         scale = _gate_scale(x, 3, 2)
-        x2, w2, b2 = x * scale, w_hh * scale, (b_hh * scale)[:, None]  # n columns doubled
+        x2, w2, b2 = (x * scale).contiguous(), w_hh * scale, (b_hh * scale)[:, None]  # n columns doubled
         hps = torch.empty_like(x2)  # W_hh h + b_hh (n part doubled)
         rz = x.new_empty(S, K, B, 2 * d)  # r, z
         ns, hs = x.new_empty(S, K, B, d), x.new_empty(S, K, B, d)  # n, h
@@ -132,17 +132,18 @@ class _GRU(torch.autograd.Function):
         dhp = torch.empty_like(hps)
         w_t = w_hh.transpose(1, 2).contiguous()  # [K, 3d, d]
         grad_hs = grad_hs.contiguous()
-        dh = grad_hs[S - 1]
+        dhs = torch.empty_like(hs)  # the total gradient of each h_t
+        dhs[S - 1] = grad_hs[S - 1]
         for t in range(S - 1, -1, -1):
-            torch.mul(dh[:, :, None], y[t], out=dhp[t].view(K, B, 3, d))
-            carry = dh * z[t]
+            torch.mul(dhs[t][:, :, None], y[t], out=dhp[t].view(K, B, 3, d))
             if t > 0:
-                carry = carry + grad_hs[t - 1]
-            dh = torch.baddbmm(carry, dhp[t], w_t)
-        dx = torch.cat([dhp[..., :2 * d], dhp[..., 2 * d:] / r], dim=-1)
+                carry = torch.addcmul(grad_hs[t - 1], dhs[t], z[t])
+                torch.baddbmm(carry, dhp[t], w_t, out=dhs[t - 1])
+        dh0 = torch.baddbmm(dhs[0] * z[0], dhp[0], w_t)
+        dx = torch.cat([dhp[..., :2 * d], dhs * q], dim=-1)
         h_prev = _shift_in(h0, hs).permute(1, 0, 2, 3).reshape(K, S * B, d)
         dw = torch.bmm(h_prev.transpose(1, 2), dhp.permute(1, 0, 2, 3).reshape(K, S * B, 3 * d))
-        return dx, dw, dhp.sum(dim=(0, 2)), dh
+        return dx, dw, dhp.sum(dim=(0, 2)), dh0
 
 
 def lstm(x: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor,

@@ -119,7 +119,8 @@ class Seq2Seq(nn.Module):
         """Run one side's cell over inputs x [K, B, S, d]; returns states [K, B, S, d] and the
         final state ((h, c) for LSTM, (h,) for GRU)."""
         w_ih = getattr(self, f"{side}_w_ih")
-        return self._run(linear(x, w_ih) + self._input_bias(side)[:, None, None], side, state)
+        x_proj = linear(x, w_ih) + self._input_bias(side)[:, None, None]  # [K, B, S, G d]
+        return self._run(x_proj.permute(2, 0, 1, 3), side, state)
 
     def _input_bias(self, side: str) -> torch.Tensor:
         """[K, G d]: what is added to x W_ih. LSTM adds both biases there (b_hh enters the gates
@@ -135,24 +136,28 @@ class Seq2Seq(nn.Module):
         the B S looked-up rows removes the input projection's cost (V = N + 2 is 12-62 here,
         B S is 700-5000).
         """
+        K, V, _ = table.shape
         w_ih = getattr(self, f"{side}_w_ih")
         projected = torch.baddbmm(self._input_bias(side)[:, None], table, w_ih)  # [K, V, G d]
-        return self._run(lookup(projected, tokens), side, state)
+        rows = tokens.permute(2, 0, 1) + torch.arange(K, device=tokens.device)[:, None] * V
+        x_proj = F.embedding(rows, projected.reshape(K * V, -1))  # [S, K, B, G d], time-major
+        return self._run(x_proj, side, state)
 
     def _run(self, x_proj: torch.Tensor, side: str, state: tuple | None) -> tuple:
-        """The recurrence over projected inputs x_proj [K, B, S, G d] (sweeper.models.recurrence
-        holds the loop and its hand-written backward)."""
-        K, B, _, _ = x_proj.shape
+        """The recurrence over projected inputs x_proj [S, K, B, G d] (time-major), returning
+        states [K, B, S, d] and the final state. sweeper.models.recurrence holds the loop and
+        its hand-written backward."""
+        _, K, B, _ = x_proj.shape
         d = self.cfg.width
         w_hh = getattr(self, f"{side}_w_hh")
         if state is None:
             zeros = x_proj.new_zeros(K, B, d)
             state = (zeros, zeros) if self.cfg.cell == "lstm" else (zeros,)
         if self.cfg.cell == "lstm":
-            states, c_last = R.lstm(x_proj, w_hh, state[0], state[1])
-            return states, (states[:, :, -1], c_last)
+            states, c_last = R.lstm(x_proj, w_hh, state[0], state[1])  # [S, K, B, d]
+            return states.permute(1, 2, 0, 3), (states[-1], c_last)
         states = R.gru(x_proj, w_hh, getattr(self, f"{side}_b_hh"), state[0])
-        return states, (states[:, :, -1],)
+        return states.permute(1, 2, 0, 3), (states[-1],)
 
     # -- attention and readout -------------------------------------------------------------
     def attend(self, dec: torch.Tensor, enc: torch.Tensor, uniform: bool = False) -> tuple:

@@ -1,0 +1,215 @@
+"""The sweep commands end to end with the in-process executor (`--executor local`, no Ray):
+run, resume, extend, status, compact, failures, and where results go."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from sweep_helpers import (
+    TINY_STEPS,
+    all_files,
+    assert_all_parquet_readable,
+    assert_only_store_files,
+    cli,
+    variant,
+    write_sweep,
+)
+
+from sweeper.plan import expand
+from sweeper.search_space import load_sweep
+from sweeper.store import Store
+
+
+def _files_state(root) -> dict[str, int]:
+    return {p.relative_to(root).as_posix(): p.stat().st_mtime_ns for p in all_files(root)
+            if p.suffix == ".parquet"}
+
+
+def _trials(root, sweep="tiny") -> pd.DataFrame:
+    return pd.read_parquet(root / sweep / "trials")
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("local-sweep")
+    sweep_file = write_sweep(base / "tiny.yaml", variant())
+    results = base / "results"
+    rc, out, err = cli(["run", sweep_file, "--results", results, "--executor", "local"])
+    assert rc == 0, err
+    return {"file": sweep_file, "results": results, "out": out,
+            "files": _files_state(results)}
+
+
+def test_local_run_lands_in_parquet(first_run):
+    results = first_run["results"]
+    specs = expand(load_sweep(str(first_run["file"])))
+    trials = _trials(results)
+    assert len(trials) == 4 and trials["trial_id"].is_unique
+    assert set(trials["trial_id"]) == {s.trial_id for s in specs}
+    assert sorted(trials["task.cooccurrence"]) == [0.0, 0.0, 0.5, 0.5]
+    assert set(trials["seed"]) == {0, 1}
+    assert (trials["status"] == "ok").all() and (trials["attempts"] == 1).all()
+    assert trials["node_id"].isna().all()  # run in-process
+    assert {"task.hardness", "task.lift", "model.heads", "optim.lr", "train.steps",
+            "learned", "final_accuracy", "best_loss"} <= set(trials.columns)
+    traj = pq.read_table(results / "tiny" / "trajectories")
+    assert traj.num_rows == 4 * len(TINY_STEPS)
+    assert sorted(set(traj.column("step").to_pylist())) == list(TINY_STEPS)
+    assert "sweep tiny: ran 4 trials" in first_run["out"]
+    assert "stored: 4 ok" in first_run["out"]
+    assert "task.cooccurrence" in first_run["out"] and "p(learned)" in first_run["out"]
+
+
+def test_local_run_writes_only_the_store(first_run):
+    assert_only_store_files(first_run["results"])
+    assert_all_parquet_readable(first_run["results"])
+    assert sorted(p.name for p in first_run["file"].parent.iterdir()) == ["results",
+                                                                          "tiny.yaml"]
+
+
+def test_manifest_records_the_sweep(first_run):
+    manifest = Store.open(str(first_run["results"])).read_manifest("tiny")
+    assert manifest["sweep_file"] == first_run["file"].read_text()
+    assert manifest["trials_expanded"] == 4
+    assert manifest["task"] == "copy-v1" and manifest["search"] == "grid"
+    assert {"sweeper", "torch", "pyarrow"} <= set(manifest["versions"])
+
+
+def test_status_by_name_path_and_file(first_run):
+    results = first_run["results"]
+    expected = "tiny: 4 done, 0 failed, 0 pending (4 ok)"
+    for argv in (["status", "tiny", "--results", results], ["status", results / "tiny"],
+                 ["status", first_run["file"], "--results", results]):
+        rc, out, err = cli(argv)
+        assert rc == 0, err
+        assert out.startswith(expected), out
+
+
+def test_compact_through_the_cli(first_run, tmp_path):
+    results = tmp_path / "copy"
+    shutil.copytree(first_run["results"], results)
+    before = _trials(results).sort_values("trial_id").reset_index(drop=True)
+    traj_before = pq.read_table(results / "tiny" / "trajectories").num_rows
+    rc, out, err = cli(["compact", "tiny", "--results", results])
+    assert rc == 0, err
+    assert "2 trial files merged into 1 (4 trials)" in out
+    assert len(list((results / "tiny" / "trials").iterdir())) == 1
+    after = _trials(results).sort_values("trial_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(before, after)
+    assert pq.read_table(results / "tiny" / "trajectories").num_rows == traj_before
+    rc, out, _ = cli(["compact", results / "tiny"])
+    assert rc == 0 and "nothing to compact" in out
+    rc, out, _ = cli(["status", "tiny", "--results", results])
+    assert "4 done, 0 failed, 0 pending" in out
+
+
+def test_rerun_runs_nothing_new(first_run):
+    rc, out, err = cli(["run", first_run["file"], "--results", first_run["results"],
+                        "--executor", "local"])
+    assert rc == 0, err
+    assert "ran 0 trials" in out and "stored: 4 ok" in out
+    assert _files_state(first_run["results"]) == first_run["files"]
+
+
+def test_status_of_an_edited_file_counts_its_new_trials_as_pending(first_run):
+    edited = write_sweep(first_run["file"].parent / "edited.yaml", variant(seeds=3))
+    rc, out, err = cli(["status", edited, "--results", first_run["results"]])
+    assert rc == 0, err
+    assert "tiny: 4 done, 0 failed, 2 pending" in out, out
+
+
+def test_adding_a_seed_runs_only_the_new_trials(first_run):
+    write_sweep(first_run["file"], variant(seeds=3))
+    rc, out, err = cli(["run", first_run["file"], "--results", first_run["results"],
+                        "--executor", "local"])
+    assert rc == 0, err
+    assert "ran 2 trials" in out
+    state = _files_state(first_run["results"])
+    for name, mtime in first_run["files"].items():  # nothing already stored is rewritten
+        assert state[name] == mtime
+    trials = _trials(first_run["results"])
+    assert len(trials) == 6 and trials["trial_id"].is_unique
+    assert sorted(trials["seed"]) == [0, 0, 1, 1, 2, 2]
+    rc, out, _ = cli(["status", "tiny", "--results", first_run["results"]])
+    assert out.startswith("tiny: 6 done, 0 failed, 0 pending")
+
+
+# -- failures ----------------------------------------------------------------------------------
+def test_failing_trials_are_retried_then_stored_as_failed(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEPER_FAIL_SEEDS", "1")
+    sweep_file = write_sweep(tmp_path / "tiny.yaml", variant(retries=3))
+    results = tmp_path / "results"
+    rc, out, err = cli(["run", sweep_file, "--results", results, "--executor", "local",
+                        "--pack-size", "1", "--retries", "1"])
+    assert rc == 0, err
+    trials = _trials(results).set_index("seed")
+    failed = trials.loc[1]
+    assert (failed["status"] == "failed").all()
+    assert failed["error"].str.contains("injected failure").all()
+    assert (failed["attempts"] == 2).all()  # --retries 1 overrides the file's 3
+    assert failed["final_accuracy"].isna().all()
+    ok = trials.loc[0]
+    assert (ok["status"] == "ok").all() and (ok["attempts"] == 1).all()
+    traj = pq.read_table(results / "tiny" / "trajectories")
+    assert set(traj.column("trial_id").to_pylist()) == set(ok["trial_id"])
+    assert "stored: 2 failed, 2 ok" in out
+    rc, out, _ = cli(["status", "tiny", "--results", results])
+    assert out.startswith("tiny: 2 done, 2 failed, 0 pending")
+    # Failed trials are stored: a rerun does not run them again.
+    monkeypatch.delenv("SWEEPER_FAIL_SEEDS")
+    rc, out, _ = cli(["run", sweep_file, "--results", results, "--executor", "local"])
+    assert rc == 0 and "ran 0 trials" in out
+
+
+def test_a_learning_rate_axis_runs(tmp_path):
+    """train.lr is stored as optim.lr: the run's summary table must still find it."""
+    sweep_file = write_sweep(tmp_path / "lr.yaml", variant(**{
+        "axes": {"train": {"lr": {"grid": [0.001, 0.01]}}}, "seeds": 1}))
+    rc, out, err = cli(["run", sweep_file, "--results", tmp_path / "r", "--executor", "local"])
+    assert rc == 0, err
+    assert "ran 2 trials" in out
+    assert sorted(_trials(tmp_path / "r")["optim.lr"]) == [0.001, 0.01]
+
+
+def test_optuna_on_the_local_executor_is_refused_before_writing(tmp_path):
+    sweep_file = write_sweep(tmp_path / "opt.yaml", variant(**{
+        "search": {"type": "optuna", "trials": 2, "objective": "best_accuracy"},
+        "axes.task.hardness": {"uniform": [0.0, 1.0]}}))
+    results = tmp_path / "results"
+    results.mkdir()
+    rc, out, err = cli(["run", sweep_file, "--results", results, "--executor", "local"])
+    assert rc == 2
+    assert "allowed" in err and "search.type" in err
+    assert all_files(results) == [], "a refused run wrote files"
+
+
+@pytest.mark.parametrize("command", ["status", "compact"])
+def test_unknown_or_escaping_sweep_names_are_input_errors(command, tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    for name in ("nope", "../outside"):
+        rc, out, err = cli([command, name, "--results", results])
+        assert rc == 2, (name, out, err)
+        assert len(err.strip().splitlines()) == 1, err
+        assert ("no sweep of that name" if name == "nope" else "allowed") in err, err
+    assert all_files(results) == []
+
+
+# -- where results go --------------------------------------------------------------------------
+def test_default_results_root_and_the_files_results_key(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_sweep(tmp_path / "a.yaml", variant(name="a", seeds=1,
+                                             **{"axes.task.cooccurrence": {"grid": [0.5]}}))
+    rc, _, err = cli(["run", "a.yaml", "--executor", "local"])
+    assert rc == 0, err
+    assert len(_trials(tmp_path / "results", "a")) == 1  # ./results by default
+    elsewhere = str(tmp_path / "elsewhere")
+    write_sweep(tmp_path / "b.yaml", variant(name="b", seeds=1, results=elsewhere,
+                                             **{"axes.task.cooccurrence": {"grid": [0.5]}}))
+    rc, _, err = cli(["run", "b.yaml", "--executor", "local"])
+    assert rc == 0, err
+    assert len(_trials(tmp_path / "elsewhere", "b")) == 1
+    assert not (tmp_path / "results" / "b").exists()
