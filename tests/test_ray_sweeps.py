@@ -1,0 +1,252 @@
+"""End to end on a real local Ray: `sweeper run` in a child process starts an embedded Ray
+(2 CPUs), runs Ray Tune and stores Parquet. Grid and Optuna sweeps, exactly-once re-runs and
+extensions, a trial that raises, and a driver killed with SIGKILL partway."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pandas as pd
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+from sweep_helpers import (
+    REPO,
+    TINY_STEPS,
+    all_files,
+    assert_all_parquet_readable,
+    assert_only_store_files,
+    cli,
+    parquet_files,
+    subprocess_env,
+    variant,
+    write_sweep,
+)
+
+from sweeper.plan import expand
+from sweeper.search_space import load_sweep
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+RUN_TIMEOUT = 420
+
+
+def _command(sweep_file, results, *extra) -> list[str]:
+    return [sys.executable, "-m", "sweeper.cli", "run", str(sweep_file), "--results",
+            str(results), "--num-cpus", "2", *map(str, extra)]
+
+
+def ray_run(sweep_file, results, *extra, **env) -> subprocess.CompletedProcess:
+    proc = subprocess.run(_command(sweep_file, results, *extra), capture_output=True,
+                          text=True, timeout=RUN_TIMEOUT, cwd=REPO, env=subprocess_env(**env))
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def _mtimes(results) -> dict[str, int]:
+    return {p.relative_to(results).as_posix(): p.stat().st_mtime_ns
+            for p in all_files(results) if p.suffix == ".parquet"}
+
+
+def _check_tables(results, sweep: str, expected_ids: set[str]) -> pd.DataFrame:
+    """Both readers agree; one row per trial; trajectories = trials x logged steps."""
+    trials = pd.read_parquet(results / sweep / "trials")
+    assert trials["trial_id"].is_unique
+    assert set(trials["trial_id"]) == expected_ids
+    arrow = ds.dataset(str(results / sweep / "trials"), format="parquet").to_table()
+    assert arrow.num_rows == len(trials)
+    traj = pq.read_table(results / sweep / "trajectories").to_pandas()
+    ok = set(trials.loc[trials["status"] == "ok", "trial_id"])
+    assert set(traj["trial_id"]) == ok
+    assert len(traj) == len(ok) * len(TINY_STEPS)
+    for _, steps in traj.groupby("trial_id")["step"]:
+        assert sorted(steps) == list(TINY_STEPS)
+    return trials
+
+
+# -- a grid sweep, re-run, extended with seeds of which one fails -------------------------------
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    base = tmp_path_factory.mktemp("ray-grid")
+    sweep_file = write_sweep(base / "grid.yaml", variant(name="ray-grid", seeds=[0, 2]))
+    results = base / "results"
+    start = time.perf_counter()
+    proc = ray_run(sweep_file, results)
+    return {"base": base, "file": sweep_file, "results": results, "proc": proc,
+            "seconds": time.perf_counter() - start, "files": _mtimes(results)}
+
+
+def test_grid_sweep_lands_in_parquet(grid):
+    results = grid["results"]
+    ids = {s.trial_id for s in expand(load_sweep(str(grid["file"])))}
+    assert len(ids) == 4
+    trials = _check_tables(results, "ray-grid", ids)
+    assert (trials["status"] == "ok").all() and (trials["attempts"] == 1).all()
+    assert sorted(trials["task.cooccurrence"]) == [0.0, 0.0, 0.5, 0.5]
+    assert set(trials["seed"]) == {0, 2}
+    assert (trials["task.length"] == 4).all() and (trials["model.width"] == 8).all()
+    assert (trials["train.steps"] == 20).all() and (trials["task.hardness"] == 0.0).all()
+    assert trials["node_id"].notna().all(), "trained on a Ray node"
+    assert trials["final_accuracy"].between(0, 1).all()
+    assert "sweep ray-grid: ran 4 trials" in grid["proc"].stdout
+    assert "stored: 4 ok" in grid["proc"].stdout
+    assert "4/4 trials: 4 done, 0 failed" in grid["proc"].stderr  # the progress line
+
+
+def test_grid_sweep_writes_no_per_trial_files(grid):
+    assert_only_store_files(grid["results"])
+    assert_all_parquet_readable(grid["results"])
+    assert sorted(p.name for p in grid["base"].iterdir()) == ["grid.yaml", "results"]
+
+
+def test_grid_status(grid):
+    rc, out, err = cli(["status", "ray-grid", "--results", grid["results"]])
+    assert rc == 0, err
+    assert out.startswith("ray-grid: 4 done, 0 failed, 0 pending (4 ok)")
+
+
+def test_running_again_runs_nothing_new(grid):
+    proc = ray_run(grid["file"], grid["results"])
+    assert "ran 0 trials" in proc.stdout and "stored: 4 ok" in proc.stdout
+    assert _mtimes(grid["results"]) == grid["files"]
+
+
+@pytest.fixture(scope="module")
+def extended(grid):
+    """Seeds 1 and 3 added; seed 1 raises on every attempt (SWEEPER_FAIL_SEEDS)."""
+    write_sweep(grid["file"], variant(name="ray-grid", seeds=[0, 1, 2, 3]))
+    proc = ray_run(grid["file"], grid["results"], "--pack-size", "1", "--retries", "1",
+                   SWEEPER_FAIL_SEEDS="1")
+    return {**grid, "proc": proc}
+
+
+def test_adding_seeds_runs_only_the_new_trials(extended):
+    assert "ran 4 trials" in extended["proc"].stdout
+    now = _mtimes(extended["results"])
+    for name, mtime in extended["files"].items():
+        assert now[name] == mtime, f"{name} was rewritten"
+    ids = {s.trial_id for s in expand(load_sweep(str(extended["file"])))}
+    trials = _check_tables(extended["results"], "ray-grid", ids)
+    assert sorted(trials["seed"]) == [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def test_a_failing_trial_is_retried_then_stored_failed(extended):
+    trials = pd.read_parquet(extended["results"] / "ray-grid" / "trials")
+    failed = trials[trials["seed"] == 1]
+    assert len(failed) == 2
+    assert (failed["status"] == "failed").all()
+    assert failed["error"].str.contains("injected failure").all(), failed["error"].tolist()
+    assert (failed["attempts"] == 2).all(), failed["attempts"].tolist()  # 1 + 1 retry
+    others = trials[trials["seed"] != 1]
+    assert (others["status"] == "ok").all()
+    assert (others[others["seed"] == 3]["attempts"] == 1).all()  # same run, not disturbed
+    assert "stored: 2 failed, 6 ok" in extended["proc"].stdout
+    assert_only_store_files(extended["results"])
+
+
+def test_status_after_failures(extended):
+    rc, out, err = cli(["status", "ray-grid", "--results", extended["results"]])
+    assert rc == 0, err
+    assert out.startswith("ray-grid: 6 done, 2 failed, 0 pending (2 failed, 6 ok)")
+
+
+# -- an Optuna sweep ---------------------------------------------------------------------------
+def test_optuna_sweep_lands_in_parquet(tmp_path):
+    sweep_file = write_sweep(tmp_path / "optuna.yaml", variant(**{
+        "name": "ray-optuna", "axes": {"task": {"hardness": {"uniform": [0.0, 1.0]}},
+                                       "model": {"heads": {"choice": [1, 2]}}},
+        "search": {"type": "optuna", "trials": 3, "objective": "best_accuracy",
+                   "direction": "maximize", "seed": 0}}))
+    results = tmp_path / "results"
+    proc = ray_run(sweep_file, results)
+    assert "ran 6 trials" in proc.stdout
+    trials = pd.read_parquet(results / "ray-optuna" / "trials")
+    assert len(trials) == 6 and trials["trial_id"].is_unique
+    assert (trials["status"] == "ok").all()
+    assert trials["task.hardness"].between(0, 1).all()
+    assert set(trials["model.heads"]) <= {1, 2}
+    cells = trials.groupby(["task.hardness", "model.heads"])["seed"].apply(sorted)
+    assert len(cells) == 3 and all(seeds == [0, 1] for seeds in cells)
+    assert set(trials.groupby("pack_id").size()) == {2}  # one Tune trial per cell
+    _check_tables(results, "ray-optuna", set(trials["trial_id"]))
+    manifest = __import__("json").loads((results / "ray-optuna" / "manifest.json").read_text())
+    assert manifest["search"] == "optuna" and manifest["trials_expanded"] == 6
+    assert_only_store_files(results)
+    rc, out, _ = cli(["status", "ray-optuna", "--results", results])
+    assert out.startswith("ray-optuna: 6 done, 0 failed, 0 pending")
+
+
+# -- crash safety --------------------------------------------------------------------------------
+def _tune_dirs(name: str) -> list[str]:
+    return glob.glob(os.path.join(tempfile.gettempdir(), "sweeper-tune-*", name))
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_killed_sweep_resumes_with_every_trial_stored_once(tmp_path):
+    name = f"ray-crash-{uuid.uuid4().hex[:6]}"
+    sweep_file = write_sweep(tmp_path / "crash.yaml", variant(name=name, seeds=4, **{
+        "axes.task.hardness": {"grid": [0.0, 0.5, 1.0]}}))  # 2 x 3 cells x 4 seeds = 24
+    ids = {s.trial_id for s in expand(load_sweep(str(sweep_file)))}
+    assert len(ids) == 24
+    results = tmp_path / "results"
+    command = _command(sweep_file, results, "--pack-size", "1")
+    with open(tmp_path / "first.log", "w") as log:
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+                                env=subprocess_env(), start_new_session=True)
+        try:
+            deadline = time.monotonic() + RUN_TIMEOUT
+            while not parquet_files(results, name, "trials"):
+                assert proc.poll() is None, "the sweep ended before it could be killed"
+                assert time.monotonic() < deadline, "no trial was stored in time"
+                time.sleep(0.2)
+            still_running = proc.poll() is None
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)  # the driver and the Ray it started
+            proc.wait(timeout=60)
+    assert still_running, "killed too late: the sweep had finished"
+    deadline = time.monotonic() + 30
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _group_alive(proc.pid), "processes of the killed sweep survived"
+
+    stored_before = len(pd.read_parquet(results / name / "trials"))
+    assert 1 <= stored_before < 24
+    assert_all_parquet_readable(results)
+    # What Tune had written for the trials so far: no per-trial JSON/CSV/TensorBoard files.
+    leftovers = _tune_dirs(name)
+    try:
+        per_trial = [f for d in leftovers for f in glob.glob(f"{d}/**/*", recursive=True)
+                     if os.path.basename(f).startswith(("result.json", "progress.csv",
+                                                        "params.json", "params.pkl",
+                                                        "events.out.tfevents"))]
+        assert per_trial == [], per_trial[:10]
+    finally:
+        for d in leftovers:  # the killed run could not remove its own temporary folder
+            shutil.rmtree(os.path.dirname(d), ignore_errors=True)
+
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                          cwd=REPO, env=subprocess_env())
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert f"ran {24 - stored_before} trials" in proc.stdout
+    trials = _check_tables(results, name, ids)
+    assert (trials["status"] == "ok").all()
+    assert_all_parquet_readable(results)
+    assert_only_store_files(results)  # no temporary or orphaned file is left either
+    names = {p.name for p in parquet_files(results, name, "trials")}
+    assert names == {p.name for p in parquet_files(results, name, "trajectories")}
+    assert not _tune_dirs(name)
