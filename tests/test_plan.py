@@ -23,6 +23,7 @@ from sweep_helpers import (
 )
 
 from sweeper.cli import main
+import sweeper.runner  # noqa: F401  (see test_sweep_cli: bound before any capture)
 from sweeper.plan import MAX_CPU_PACK, cells, expand, form_packs, make_plan
 from sweeper.search_space import parse_sweep
 from sweeper.store import Store

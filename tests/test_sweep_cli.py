@@ -18,7 +18,9 @@ from sweep_helpers import (
     write_sweep,
 )
 
+from sweeper.executors.local import LocalExecutor
 from sweeper.plan import expand
+from sweeper.runner import run_sweep
 from sweeper.search_space import load_sweep
 from sweeper.store import Store
 
@@ -135,6 +137,19 @@ def test_adding_a_seed_runs_only_the_new_trials(first_run):
     assert sorted(trials["seed"]) == [0, 0, 1, 1, 2, 2]
     rc, out, _ = cli(["status", "tiny", "--results", first_run["results"]])
     assert out.startswith("tiny: 6 done, 0 failed, 0 pending")
+
+
+def test_progress_goes_to_the_stderr_of_the_moment(tmp_path):
+    """The progress line is written to sys.stderr as it is when the sweep runs (a default
+    argument bound at import would write to whatever stream was current back then)."""
+    import contextlib
+    import io
+
+    sweep = load_sweep(str(write_sweep(tmp_path / "t.yaml", variant(seeds=1))))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        run_sweep(sweep, Store.open(str(tmp_path / "r")), LocalExecutor())
+    assert "2/2 trials: 2 done, 0 failed" in err.getvalue()
 
 
 # -- failures ----------------------------------------------------------------------------------
