@@ -88,8 +88,9 @@ def train_pack(specs: list[TrialSpec], report: Report | None = None,
         alive &= finite
         if not bool(alive.any()):
             break
-        torch.where(alive, losses, 0.0).sum().backward()
-        optimizer.step(alive)
+        if optimizer.params:  # a model with everything frozen (fc, KF and EF) only evaluates
+            torch.where(alive, losses, 0.0).sum().backward()
+            optimizer.step(alive)
 
     wall = (time.perf_counter() - start) / K
     return [_result(spec, trajectories[k], diverged_at[k], wall) for k, spec in enumerate(specs)]

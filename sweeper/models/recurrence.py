@@ -50,35 +50,41 @@ def _shift_in(first: torch.Tensor, seq: torch.Tensor) -> torch.Tensor:
 # Storage is time-major, [S, K, B, .]: every step reads and writes whole contiguous slabs. (Ops
 # with `out=` a strided view, e.g. [K, B, S, d][:, :, t], go through a temporary and a copy.)
 class _LSTM(torch.autograd.Function):
+    # Inside, the cell state is kept doubled (c2 = 2c) and the gates as sigmoids of the doubled g
+    # column, so that tanh(g) = 2 sg - 1 and tanh(c) = 2 sigmoid(c2) - 1 need no extra scaling:
+    #   c2_t = f c2_{t-1} + 2 i tanh(g) = f c2_{t-1} + 4 i sg - 2 i,   h_t = o (2 sigmoid(c2_t) - 1)
     @staticmethod
     def forward(ctx, x, w_hh, h0, c0):
         S, K, B, G = x.shape
         d = G // 4
         scale = _gate_scale(x, 4, 2)
-        x2, w2 = (x * scale).contiguous(), w_hh * scale  # pre-activations with the g columns doubled
-        acts = torch.empty_like(x2)  # i, f, g, o after their nonlinearities
-        cs, tcs, hs = (x.new_empty(S, K, B, d) for _ in range(3))  # c_t, tanh(c_t), h_t
-        h, c = h0, c0
+        x2, w2 = (x * scale).contiguous(), w_hh * scale  # pre-activations, g columns doubled
+        acts = torch.empty_like(x2)  # sigmoid(i), sigmoid(f), sigmoid(2 g), sigmoid(o)
+        c2s, tcs, hs = (x.new_empty(S, K, B, d) for _ in range(3))  # 2 c_t, tanh(c_t), h_t
+        h, c2 = h0, c0 * 2
         for t in range(S):
             a = torch.baddbmm(x2[t], h, w2, out=acts[t]).sigmoid_()  # [K, B, 4d]
-            i, f, g, o = a.chunk(4, dim=-1)
-            g.mul_(2).sub_(1)  # tanh(g) = 2 sigmoid(2 g) - 1
-            c = torch.addcmul(f * c, i, g, out=cs[t])
-            tc = torch.sigmoid(c * 2, out=tcs[t]).mul_(2).sub_(1)
+            i, f, sg, o = a.chunk(4, dim=-1)
+            c2 = torch.addcmul(f * c2, i, sg, value=4, out=c2s[t]).sub_(i, alpha=2)
+            tc = torch.sigmoid(c2, out=tcs[t]).mul_(2).sub_(1)
             h = torch.mul(o, tc, out=hs[t])
-        ctx.save_for_backward(w_hh, h0, c0, acts, cs, tcs, hs)
-        return hs, cs[-1].clone()
+        ctx.save_for_backward(w_hh, h0, c0, acts, c2s, tcs, hs)
+        return hs, c2s[-1] * 0.5
 
     @staticmethod
     def backward(ctx, grad_hs, grad_c_last):
-        w_hh, h0, c0, acts, cs, tcs, hs = ctx.saved_tensors
+        w_hh, h0, c0, acts, c2s, tcs, hs = ctx.saved_tensors
         S, K, B, G = acts.shape
         d = G // 4
-        i, f, g, o = acts.chunk(4, dim=-1)  # each [S, K, B, d]
-        # Step-independent factors, for all steps at once: dgates = [dc, dc, dc, dh] * y.
-        y = torch.cat([g * i * (1 - i), _shift_in(c0, cs) * f * (1 - f), i * (1 - g * g),
-                       tcs * o * (1 - o)], dim=-1).view(S, K, B, 4, d)
-        dc_from_h = o * (1 - tcs * tcs)  # dc_t += dh_t o_t tanh'(c_t)
+        i, f, sg, o = acts.chunk(4, dim=-1)  # each [S, K, B, d]
+        # Step-independent factors, for all steps at once. With a = the stored sigmoids, the
+        # gradient of the gate pre-activations is [dc, dc, dc, dh] * y,
+        #   y = a (1 - a) * [tanh(g), c_{t-1}, i, tanh(c_t)] * [1, 1, 4, 1]
+        # (tanh'(g) = 4 sg (1 - sg) for g = 2 sg - 1).
+        y = torch.cat([sg * 2 - 1, _shift_in(c0 * 2, c2s) * 0.5, i * 4, tcs], dim=-1)
+        y.mul_(torch.addcmul(acts, acts, acts, value=-1))
+        y = y.view(S, K, B, 4, d)
+        dc_from_h = torch.addcmul(o, o, tcs * tcs, value=-1)  # dc_t += dh_t o_t tanh'(c_t)
         dgates = torch.empty_like(acts)
         w_t = w_hh.transpose(1, 2).contiguous()  # [K, 4d, d]
         grad_hs = grad_hs.contiguous() if grad_hs is not None else torch.zeros_like(hs)
