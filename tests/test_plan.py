@@ -22,8 +22,8 @@ from sweep_helpers import (
     write_sweep,
 )
 
+import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.cli import main
-import sweeper.runner  # noqa: F401  (see test_sweep_cli: bound before any capture)
 from sweeper.plan import MAX_CPU_PACK, cells, expand, form_packs, make_plan
 from sweeper.search_space import parse_sweep
 from sweeper.store import Store

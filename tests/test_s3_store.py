@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 from sweep_helpers import TINY_STEPS, S3Server, cli, fake_results, sweep_text, variant, write_sweep
 
-import sweeper.runner  # noqa: F401  (see test_sweep_cli: bound before any capture)
+import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.plan import expand
 from sweeper.search_space import parse_sweep
 from sweeper.store import Store, pack_id, trajectories_table

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from sweep_helpers import DELETE, REPO, TINY, cli_subprocess, sweep_text, variant, write_sweep
 
+import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.cli import main
-import sweeper.runner  # noqa: F401  (see test_sweep_cli: bound before any capture)
 from sweeper.plan import expand, form_packs, make_plan
 from sweeper.search_space import SweepFileError, load_sweep, parse_sweep
 from sweeper.store import check_sweep_name

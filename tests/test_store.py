@@ -133,7 +133,8 @@ def test_tables_are_built_in_a_stable_order(specs):
 def test_every_file_carries_schema_version_and_provenance(store, specs):
     _write_in_packs(store, specs)
     store.compact(SWEEP)
-    store.write_pack(SWEEP, fake_results(specs[:1]))  # plain files beside the compacted pair
+    more = expand(parse_sweep(sweep_text(variant(seeds=[7]))))
+    store.write_pack(SWEEP, fake_results(more))  # plain files beside the compacted pair
     files = [p for p in all_files(store.root) if p.suffix == ".parquet"]
     assert files
     for path in files:

@@ -15,7 +15,7 @@ from sweeper.models.seq2seq import Seq2Seq
 from sweeper.spec import TrialSpec
 from sweeper.tasks.copy import COMPONENTS, CopySampler
 
-PROBE_CHUNK = 1 << 22  # elements of the [K, b, T, S, d] probe tensor computed at once
+PROBE_CHUNK = 1 << 20  # elements of the [K, b, T, S, d] probe tensor computed at once
 
 
 class CopyExperiment:
@@ -36,9 +36,10 @@ class CopyExperiment:
     @torch.no_grad()
     def evaluate(self) -> dict[str, torch.Tensor]:
         batch = self.sampler.sample(self.eval_size, eval=True)
-        out = self.model(batch.src, batch.dec_in)
+        enc, dec = self.model.states(batch.src, batch.dec_in)  # shared by both readouts below
+        out = self.model.output(enc, dec)
         head_mean = out.attn.mean(dim=1)  # [K, B, T, S]
-        uniform = self.model(batch.src, batch.dec_in, uniform=True)
+        uniform = self.model.output(enc, dec, uniform=True)
         result = {
             "loss": M.mean_keep(M.token_nll(out.logits, batch.tgt)),
             "accuracy": M.mean_keep(M.token_hits(out.logits, batch.tgt)),

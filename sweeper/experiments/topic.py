@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from sweeper import metrics as M
-from sweeper.models.kq_attention import KQAttention
+from sweeper.models.kq_attention import Bags, KQAttention
 from sweeper.seeding import generator
 from sweeper.spec import TrialSpec
 from sweeper.tasks.topic import TopicData, generate
@@ -25,8 +25,9 @@ class TopicExperiment:
     def __init__(self, specs: list[TrialSpec], dtype: torch.dtype, device: str):
         seeds = [s.seed for s in specs]
         self.task = specs[0].make_task()
-        self.model = KQAttention(specs[0].make_model_config(), self.task.words,
-                                 self.task.classes, seeds, dtype, device)
+        configs = [s.make_model_config() for s in specs]  # init stds may differ per model
+        self.model = KQAttention(configs[0], self.task.words, self.task.classes, seeds, dtype,
+                                 device, configs)
         train, val, _ = self.task.split
         data = [generate(s.make_task(), s.seed, device) for s in specs]
         self.train = _stack([d.part(0, train) for d in data])  # words [K, n, m+1]
@@ -34,14 +35,19 @@ class TopicExperiment:
         self.test = _stack([d.part(train + val, self.task.samples) for d in data])
         self.batch_size = specs[0].train["batch_size"]
         self.gens = [generator(s, "data", device) for s in seeds]
+        # The fixed splits as bags of words, built once (sweeper.models.kq_attention.Bags).
+        words = self.task.words
+        self.train_bags, self.val_bags, self.test_bags = (
+            Bags(part.words, words) for part in (self.train, self.val, self.test))
 
-    def _loss(self, data: TopicData) -> torch.Tensor:
-        logits, _ = self.model(data.words)
+    def _loss(self, data: TopicData, bags: Bags | None = None) -> torch.Tensor:
+        bags = bags if bags is not None else Bags(data.words, self.task.words)
+        logits, _ = self.model.forward_bags(bags, attention=False)
         return M.token_nll(logits, data.labels).mean(dim=1)  # [K]
 
     def train_loss(self) -> torch.Tensor:
         if self.batch_size is None or self.batch_size >= self.train.labels.shape[1]:
-            return self._loss(self.train)
+            return self._loss(self.train, self.train_bags)
         n = self.train.labels.shape[1]
         idx = torch.stack([torch.randint(n, (self.batch_size,), generator=g, device=g.device)
                            for g in self.gens])  # [K, b]
@@ -51,8 +57,8 @@ class TopicExperiment:
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, torch.Tensor]:
-        logits, attn = self.model(self.test.words)
-        val_logits, _ = self.model(self.val.words)
+        logits, attn = self.model.forward_bags(self.test_bags)
+        val_logits, _ = self.model.forward_bags(self.val_bags, attention=False)
         n_topic, model = self.task.n_topic, self.model
         scores = model.scores()  # [K, W]
         topic_score = scores[:, :n_topic]
@@ -61,7 +67,7 @@ class TopicExperiment:
         lhs, rhs, residual = M.lu_identity(topic_score, embed_sq, query_sq,
                                            self.task.distractors)
         return {
-            "loss": self._loss(self.train),
+            "loss": self._loss(self.train, self.train_bags),
             "accuracy": M.mean_keep(M.token_hits(logits, self.test.labels)),
             "val_accuracy": M.mean_keep(M.token_hits(val_logits, self.val.labels)),
             "topic_attention": M.mean_keep(attn[..., 0]),

@@ -12,6 +12,19 @@ per sentence, W words in the vocabulary, D = `dim` (10 in the paper), C classes.
 classifier: `fc` fixed linear (N(0,1) entries, first C diagonal entries set to 1), `tc` the same
 but trainable, `tl` Linear(D, D) -> ReLU -> Linear(D, C), trainable. Keys start at zero; the
 embeddings start at N(0, (1e-6)^2), or at N(0, 0.1^2) when frozen ("EF" ablation).
+
+How it is computed (`forward_bags`): the model sees no positions, so a sentence is a bag of words
+and its softmax over positions is a count-weighted softmax over words. With e_w = exp(s_w - max_w
+s_w) (one shift per model; any shift cancels in the ratio):
+
+    context_n = sum_{w in n} e_w v_w / sum_{w in n} e_w       (sums over the sentence's words)
+
+so one table [K, W, D+1] = [e v, e] summed over each sentence's words gives both numerator and
+denominator, and the backward pass is the same kind of sum over each word's sentences
+(`Bags`, `_BagSum`): no [K, N, M, D] tensor, no scatter. A linear classifier (fc, tc) commutes
+with the sum, so v is projected to the C < D logits first and the table is [K, W, C+1].
+`_positions_forward` is the direct formulation, kept as the reference and as the fallback when a
+sentence's denominator underflows (scores spread by more than ~60 within a model).
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from sweeper.models import MODELS
@@ -67,12 +81,84 @@ MODELS.register(
 )
 
 
+class Bags:
+    """K models' sentences as bags of words, in the two index layouts the bag sums need.
+
+    words [K, N, M] (word ids) ->
+        rows     [K N, M]   word ids offset by k W: sentence n of model k is row k N + n
+        by_word  [K N M]    the row of every word occurrence, grouped by word id
+        offsets  [K W + 1]  where each word's occurrences start in by_word
+    Built once per fixed data split (the full-batch training set), or per minibatch.
+    """
+
+    def __init__(self, words: torch.Tensor, vocab: int):
+        K, N, M = words.shape
+        self.words, self.shape = words, (K, N)
+        offsets = torch.arange(K, device=words.device)[:, None, None] * vocab
+        self.rows = (words + offsets).reshape(K * N, M)
+        flat = self.rows.reshape(-1)
+        self.by_word = torch.argsort(flat, stable=True) // M
+        counts = torch.bincount(flat, minlength=K * vocab)
+        self.offsets = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+
+
+class _BagSum(torch.autograd.Function):
+    """out [K N, c] = sum over each sentence's words of table [K W, c] (with repetition).
+
+    The gradient of the table is the sum over each word's occurrences of the output gradient:
+    the same operation on the transposed bags, so both directions are embedding_bag gathers.
+    """
+
+    @staticmethod
+    def forward(ctx, table: torch.Tensor, bags: Bags) -> torch.Tensor:
+        ctx.bags = bags
+        return F.embedding_bag(bags.rows, table, mode="sum")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        bags = ctx.bags
+        return F.embedding_bag(bags.by_word, grad.contiguous(), bags.offsets, mode="sum",
+                               include_last_offset=True), None
+
+
+class _ThinBmm(torch.autograd.Function):
+    """x [K, W, i] @ w [K, i, o] for thin matrices (i, o ~ 1-10, W ~ 5000).
+
+    The same as torch.bmm; only the backward differs: autograd's bmm backward multiplies by a
+    transposed view of w, which MKL runs 2-4x slower at these shapes than a contiguous copy,
+    and an outer product (i or o = 1) is faster as a broadcast multiply than as a bmm.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x, w)
+        return torch.bmm(x, w)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, w = ctx.saved_tensors
+        grad_x = grad_w = None
+        if ctx.needs_input_grad[0]:
+            if w.shape[2] == 1:  # [K, W, 1] * [K, 1, i]
+                grad_x = grad * w.transpose(1, 2)
+            else:
+                grad_x = torch.bmm(grad, w.transpose(1, 2).contiguous())
+        if ctx.needs_input_grad[1]:
+            grad_w = torch.bmm(x.transpose(1, 2), grad)
+        return grad_x, grad_w
+
+
 class KQAttention(nn.Module):
     def __init__(self, cfg: KQConfig, words: int, classes: int, seeds: list[int],
-                 dtype: torch.dtype = torch.float32, device: str = "cpu"):
+                 dtype: torch.dtype = torch.float32, device: str = "cpu",
+                 configs: list[KQConfig] | None = None):
+        """`configs`: one config per model when they differ in what `shape()` leaves out
+        (query_std, embedding_std: the initialisation); default `cfg` for all."""
         super().__init__()
-        self.cfg, self.classes = cfg, classes
-        per_model = [self._init_one(words, generator(s, "init")) for s in seeds]
+        self.cfg, self.classes, self.vocab = cfg, classes, words
+        configs = configs or [cfg] * len(seeds)
+        per_model = [self._init_one(c, words, generator(s, "init"))
+                     for c, s in zip(configs, seeds)]
         trainable = {"embed": cfg.train_embeddings, "keys": cfg.train_keys,
                      "w_cls": cfg.classifier != "fc"}
         for name, value in I.stack(per_model, dtype, device).items():
@@ -82,12 +168,12 @@ class KQAttention(nn.Module):
                 grad = trainable.get(name, True)
                 self.register_parameter(name, nn.Parameter(value, requires_grad=grad))
 
-    def _init_one(self, words: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
-        D, C = self.cfg.dim, self.classes
-        p = {"query": I.normal((D,), self.cfg.query_std, gen),
-             "embed": I.normal((words, D), self.cfg.init_std, gen),
+    def _init_one(self, cfg: KQConfig, words: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+        D, C = cfg.dim, self.classes
+        p = {"query": I.normal((D,), cfg.query_std, gen),
+             "embed": I.normal((words, D), cfg.init_std, gen),
              "keys": torch.zeros(words, D, dtype=torch.float64)}
-        if self.cfg.classifier == "tl":
+        if cfg.classifier == "tl":
             p["w_1"], p["b_1"] = I.linear(D, D, gen)
             p["w_2"], p["b_2"] = I.linear(D, C, gen)
         else:
@@ -98,10 +184,36 @@ class KQAttention(nn.Module):
 
     def scores(self) -> torch.Tensor:
         """s_w = q . k_w for every word: [K, W]."""
-        return (self.keys @ self.query[:, :, None]).squeeze(-1)
+        return _ThinBmm.apply(self.keys, self.query[:, :, None]).squeeze(-1)
 
     def forward(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """words [K, N, M] -> logits [K, N, C], attention [K, N, M]."""
+        return self.forward_bags(Bags(words, self.vocab))
+
+    def forward_bags(self, bags: Bags, attention: bool = True) -> tuple:
+        """Logits [K, N, C] and, if asked, the attention [K, N, M] (else None) of `bags`."""
+        K, N = bags.shape
+        s = self.scores()  # [K, W]
+        e = torch.exp(s - s.detach().amax(dim=1, keepdim=True))[..., None]  # [K, W, 1], max 1
+        project = self.cfg.classifier != "tl" and self.classes < self.cfg.dim
+        value = _ThinBmm.apply(self.embed, self.w_cls) if project else self.embed  # [K, W, c]
+        table = torch.cat([e * value, e], dim=-1)  # [K, W, c+1]
+        cols = table.shape[-1]
+        sums = _BagSum.apply(table.view(K * self.vocab, cols), bags).view(K, N, cols)
+        den = sums[..., -1:]  # [K, N, 1]: sum of e over the sentence
+        if bool((den < torch.finfo(den.dtype).tiny * 2.0 ** 30).any()):
+            logits, attn = self._positions_forward(bags.words)
+            return logits, attn if attention else None
+        mixed = sums[..., :-1] / den  # [K, N, c]
+        logits = mixed if project else self.classify(mixed)
+        if not attention:
+            return logits, None
+        M = bags.words.shape[-1]
+        attn = torch.gather(e[..., 0], 1, bags.words.view(K, N * M)).view(K, N, M) / den
+        return logits, attn
+
+    def _positions_forward(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The direct formulation: words [K, N, M] -> logits [K, N, C], attention [K, N, M]."""
         v = lookup(self.embed, words)  # [K, N, M, D]
         s = lookup(self.scores()[..., None], words).squeeze(-1)  # [K, N, M]
         attn = s.softmax(dim=-1)

@@ -1,30 +1,36 @@
 """LSTM and GRU recurrences for K packed models, with hand-written backward passes.
 
-    states, c_last = lstm(x, w_hh, h0, c0)        # x [K, B, S, 4d] = input projection + biases
-    states = gru(x, w_hh, b_hh, h0)               # x [K, B, S, 3d] = input projection + b_ih
+    states, c_last = lstm_rows(table, rows, w_hh, h0, c0)   # input of (t, k, b) = table[rows[t, k, b]]
+    states = gru_rows(table, rows, w_hh, b_hh, h0)
+    states, c_last = lstm(x, w_hh, h0, c0)                  # the same with x [S, K, B, G d] given
 
-`states` is [K, B, S, d] (h_1 .. h_S). The formulas are torch.nn.LSTM's and nn.GRU's (gate order
-i, f, g, o and r, z, n; tests/test_models.py checks them against those modules).
+Time-major: rows [S, K, B], states [S, K, B, d]. `table` holds the input projections
+(x W_ih + b_ih, plus b_hh for LSTM): for a token input it is the projected embedding table, V
+rows per model, so the projection of the B S inputs is a row lookup. The formulas are
+torch.nn.LSTM's and nn.GRU's (gate order i, f, g, o and r, z, n); tests/test_models.py checks
+them against those modules and tests/test_fast_paths.py checks the gradients against autograd.
 
-Why not let autograd record the loop: a width-64 model spends most of its time on per-op dispatch
-and on what autograd does per step (a node per op, `chunk`'s backward concatenating the four gate
-gradients, one small weight-gradient bmm per step summed step by step). Here the forward loop runs
-without autograd (about ten ops a step) and the backward loop is five to seven ops a step:
+Why a hand-written backward: a width-64 model spends its time on per-op dispatch and on memory
+traffic, not on arithmetic. Autograd records ~10 nodes per step, concatenates the four gate
+gradients per step (chunk's backward) and sums the small weight gradients step by step. Here:
 
-- every factor of the gate derivatives that does not depend on the incoming gradient (sigmoid'
-  and tanh' of the stored activations times the other factor of each product) is computed for all
-  steps at once, before the loop;
-- inside the loop only the truly sequential part remains: dh_t = grad_t + dgates_{t+1} W_hh^T,
-  the cell-state chain, and the gate gradients;
-- the weight gradient is one bmm over all steps: dW_hh = [h_0 .. h_{S-1}]^T [dgates_1 .. dgates_S].
+- the forward loop runs without autograd, ~10 ops a step, writing each step's activations once;
+- the backward loop works on one step's slab at a time ([K, B, G d], cache-resident for the pack
+  sizes used on CPU), and accumulates there what full-sequence passes would otherwise stream
+  through memory: the weight gradient (dW_hh += h_{t-1}^T dgates_t, one bmm) and the gradient
+  of the input table (index_add of dgates_t at the step's rows). Measured on the 2-core dev
+  machine (DRAM ~7 GB/s for one core): a pass over a [S, K, B, 4d] array costs about as much as
+  the step's matmuls once it no longer fits in the 1 MB L2, so the code avoids such passes.
 
-tanh(x) is computed as 2 sigmoid(2 x) - 1 (the same function; rounding differs by about one unit
+tanh(x) is computed as 2 sigmoid(2x) - 1 (the same function; rounding differs by about one unit
 in the last place): torch's float32 tanh runs about 4x slower than its sigmoid on this machine's
-AVX2 build, and the factor 2 is folded into the g (LSTM) and n (GRU) columns of the weights, so
-one sigmoid call activates all gates of a step.
+AVX2 build. The factor 2 is folded into the g (LSTM) and n (GRU) columns of the weights and the
+table, so one sigmoid call activates all gates of a step.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 
@@ -34,122 +40,186 @@ def fast_tanh(x: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(2 * x) * 2 - 1
 
 
-def _gate_scale(x: torch.Tensor, gates: int, tanh_gate: int) -> torch.Tensor:
-    """[G d] column scale: 2 on the columns of the gate that goes through tanh, else 1."""
-    d = x.shape[-1] // gates
-    scale = x.new_ones(gates, d)
-    scale[tanh_gate] = 2.0
+def _gate_scale(like: torch.Tensor, gates: int, d: int) -> torch.Tensor:
+    """[G d] column scale: 2 on the columns of the gate that goes through tanh (the third: g of
+    LSTM's i, f, g, o and n of GRU's r, z, n), 1 elsewhere."""
+    scale = like.new_ones(gates, d)
+    scale[2] = 2.0
     return scale.view(-1)
 
 
-def _shift_in(first: torch.Tensor, seq: torch.Tensor) -> torch.Tensor:
-    """[K, B, d], [S, K, B, d] -> [first, seq_0, .., seq_{S-2}] (the previous step's value)."""
-    return torch.cat([first[None], seq[:-1]])
+# The loops are TorchScript functions: the interpreter dispatches each op with a fraction of
+# eager Python's overhead (measured: a width-32 LSTM step 144 -> 81 us), which is most of the
+# cost at small widths. If scripting fails (a torch without TorchScript) they run eagerly.
+def _script(fn):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch 2.13 marks torch.jit.script deprecated
+            return torch.jit.script(fn)
+    except Exception:  # noqa: BLE001
+        return fn
 
 
-# Storage is time-major, [S, K, B, .]: every step reads and writes whole contiguous slabs. (Ops
-# with `out=` a strided view, e.g. [K, B, S, d][:, :, t], go through a temporary and a copy.)
+def _lstm_forward(table2: torch.Tensor, rows: torch.Tensor, w2: torch.Tensor, h0: torch.Tensor,
+                  c0: torch.Tensor, acts: torch.Tensor, c2s: torch.Tensor, tcs: torch.Tensor,
+                  hs: torch.Tensor) -> None:
+    # Inside, the cell state is kept doubled (c2 = 2c) and the gates as sigmoids with the g
+    # column doubled, so tanh(g) = 2 sg - 1 and tanh(c) = 2 sigmoid(c2) - 1 need no scaling:
+    #   c2_t = f c2_{t-1} + 2 i tanh(g) = f c2_{t-1} + 4 i sg - 2 i,  h_t = o (2 sigmoid(c2_t) - 1)
+    S, K, B = rows.shape
+    G = table2.shape[1]
+    h = h0
+    c2 = c0 * 2
+    for t in range(S):
+        a = torch.index_select(table2, 0, rows[t].reshape(-1), out=acts[t].view(K * B, G))
+        a = a.view(K, B, G).baddbmm_(h, w2).sigmoid_()  # [K, B, 4d]: i, f, sg, o
+        i, f, sg, o = a.chunk(4, dim=-1)
+        c2 = torch.addcmul(f * c2, i, sg, value=4, out=c2s[t]).sub_(i, alpha=2)
+        tc = torch.sigmoid(c2, out=tcs[t]).mul_(2).sub_(1)
+        h = torch.mul(o, tc, out=hs[t])
+
+
+def _lstm_backward(rows: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor, c0: torch.Tensor,
+                   acts: torch.Tensor, c2s: torch.Tensor, tcs: torch.Tensor, hs: torch.Tensor,
+                   grad_hs: torch.Tensor, dc: torch.Tensor,
+                   d_table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    S, K, B, G = acts.shape
+    d = G // 4
+    w_t = w_hh.transpose(1, 2).contiguous()  # [K, 4d, d]
+    d_w = torch.zeros_like(w_hh)
+    dh = grad_hs[S - 1]
+    dh0 = torch.zeros_like(h0)
+    for t in range(S - 1, -1, -1):
+        a, tc = acts[t], tcs[t]
+        i, f, sg, o = a.chunk(4, dim=-1)
+        c2_prev = c2s[t - 1] if t > 0 else c0 * 2  # 2 c_{t-1}
+        h_prev = hs[t - 1] if t > 0 else h0
+        dc = torch.addcmul(dc, dh, torch.addcmul(o, o, tc * tc, value=-1))  # += dh o tanh'(c)
+        # gate pre-activation gradients: a (1 - a) * [dc tanh g, dc c_{t-1}, 4 dc i, dh tanh c]
+        # (4 sg (1 - sg) is tanh'(g) for the doubled g column)
+        factor = torch.cat([sg * 2 - 1, c2_prev * 0.5, i * 4, tc], dim=-1)
+        factor.mul_(torch.addcmul(a, a, a, value=-1))
+        dgates = factor.view(K, B, 4, d).mul_(torch.stack([dc, dc, dc, dh], dim=2)).view(K, B, G)
+        dc = dc * f
+        d_w.baddbmm_(h_prev.transpose(1, 2), dgates)  # dW_hh += h_{t-1}^T dgates_t
+        d_table.index_add_(0, rows[t].reshape(-1), dgates.view(K * B, G))
+        if t > 0:
+            dh = torch.baddbmm(grad_hs[t - 1], dgates, w_t)
+        else:
+            dh0 = torch.bmm(dgates, w_t)
+    return d_w, dh0, dc
+
+
+def _gru_forward(table2: torch.Tensor, rows: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor,
+                 h0: torch.Tensor, hps: torch.Tensor, rz: torch.Tensor, ns: torch.Tensor,
+                 hs: torch.Tensor) -> None:
+    S, K, B = rows.shape
+    G = table2.shape[1]
+    d = G // 3
+    h = h0
+    for t in range(S):
+        x = table2.index_select(0, rows[t].reshape(-1)).view(K, B, G)
+        hp = torch.baddbmm(b2, h, w2, out=hps[t])  # [K, B, 3d], n part doubled
+        r, z = torch.add(x[:, :, :2 * d], hp[:, :, :2 * d], out=rz[t]).sigmoid_().chunk(2, -1)
+        n = torch.addcmul(x[:, :, 2 * d:], r, hp[:, :, 2 * d:], out=ns[t])
+        n.sigmoid_().mul_(2).sub_(1)  # tanh
+        h = torch.addcmul(n, z, h - n, out=hs[t])  # (1 - z) n + z h
+
+
+def _gru_backward(rows: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor, rz: torch.Tensor,
+                  ns: torch.Tensor, hps: torch.Tensor, hs: torch.Tensor, grad_hs: torch.Tensor,
+                  d_table: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    S, K, B, d = hs.shape
+    w_t = w_hh.transpose(1, 2).contiguous()  # [K, 3d, d]
+    d_w = torch.zeros_like(w_hh)
+    d_b = hs.new_zeros(K, 3 * d)
+    dh = grad_hs[S - 1]
+    for t in range(S - 1, -1, -1):
+        r, z = rz[t].chunk(2, dim=-1)
+        n, hn = ns[t], hps[t][:, :, 2 * d:] * 0.5  # hn = W_hn h + b_hn
+        h_prev = hs[t - 1] if t > 0 else h0
+        dn = dh * (1 - z) * (1 - n * n)  # n pre-activation
+        dz = dh * (h_prev - n) * torch.addcmul(z, z, z, value=-1)
+        dr = dn * hn * torch.addcmul(r, r, r, value=-1)
+        dhp = torch.cat([dr, dz, dn * r], dim=-1)  # gradient of W_hh h + b_hh
+        d_w.baddbmm_(h_prev.transpose(1, 2), dhp)
+        d_b += dhp.sum(dim=1)
+        d_table.index_add_(0, rows[t].reshape(-1),
+                           torch.cat([dr, dz, dn], dim=-1).view(K * B, 3 * d))
+        carry = dh * z if t == 0 else torch.addcmul(grad_hs[t - 1], dh, z)
+        dh = torch.baddbmm(carry, dhp, w_t)
+    return d_w, d_b, dh
+
+
+_lstm_forward, _lstm_backward = _script(_lstm_forward), _script(_lstm_backward)
+_gru_forward, _gru_backward = _script(_gru_forward), _script(_gru_backward)
+
+
 class _LSTM(torch.autograd.Function):
-    # Inside, the cell state is kept doubled (c2 = 2c) and the gates as sigmoids of the doubled g
-    # column, so that tanh(g) = 2 sg - 1 and tanh(c) = 2 sigmoid(c2) - 1 need no extra scaling:
-    #   c2_t = f c2_{t-1} + 2 i tanh(g) = f c2_{t-1} + 4 i sg - 2 i,   h_t = o (2 sigmoid(c2_t) - 1)
     @staticmethod
-    def forward(ctx, x, w_hh, h0, c0):
-        S, K, B, G = x.shape
-        d = G // 4
-        scale = _gate_scale(x, 4, 2)
-        x2, w2 = (x * scale).contiguous(), w_hh * scale  # pre-activations, g columns doubled
-        acts = torch.empty_like(x2)  # sigmoid(i), sigmoid(f), sigmoid(2 g), sigmoid(o)
-        c2s, tcs, hs = (x.new_empty(S, K, B, d) for _ in range(3))  # 2 c_t, tanh(c_t), h_t
-        h, c2 = h0, c0 * 2
-        for t in range(S):
-            a = torch.baddbmm(x2[t], h, w2, out=acts[t]).sigmoid_()  # [K, B, 4d]
-            i, f, sg, o = a.chunk(4, dim=-1)
-            c2 = torch.addcmul(f * c2, i, sg, value=4, out=c2s[t]).sub_(i, alpha=2)
-            tc = torch.sigmoid(c2, out=tcs[t]).mul_(2).sub_(1)
-            h = torch.mul(o, tc, out=hs[t])
-        ctx.save_for_backward(w_hh, h0, c0, acts, c2s, tcs, hs)
+    def forward(ctx, table, rows, w_hh, h0, c0):
+        S, K, B = rows.shape
+        G = table.shape[1]
+        scale = _gate_scale(table, 4, G // 4)
+        acts = table.new_empty(S, K, B, G)  # sigmoid(i), sigmoid(f), sigmoid(2 g), sigmoid(o)
+        c2s, tcs, hs = (table.new_empty(S, K, B, G // 4) for _ in range(3))  # 2c, tanh c, h
+        _lstm_forward(table * scale, rows, w_hh * scale, h0, c0, acts, c2s, tcs, hs)
+        ctx.save_for_backward(rows, w_hh, h0, c0, acts, c2s, tcs, hs)
+        ctx.table_shape = table.shape
         return hs, c2s[-1] * 0.5
 
     @staticmethod
     def backward(ctx, grad_hs, grad_c_last):
-        w_hh, h0, c0, acts, c2s, tcs, hs = ctx.saved_tensors
-        S, K, B, G = acts.shape
-        d = G // 4
-        i, f, sg, o = acts.chunk(4, dim=-1)  # each [S, K, B, d]
-        # Step-independent factors, for all steps at once. With a = the stored sigmoids, the
-        # gradient of the gate pre-activations is [dc, dc, dc, dh] * y,
-        #   y = a (1 - a) * [tanh(g), c_{t-1}, i, tanh(c_t)] * [1, 1, 4, 1]
-        # (tanh'(g) = 4 sg (1 - sg) for g = 2 sg - 1).
-        y = torch.cat([sg * 2 - 1, _shift_in(c0 * 2, c2s) * 0.5, i * 4, tcs], dim=-1)
-        y.mul_(torch.addcmul(acts, acts, acts, value=-1))
-        y = y.view(S, K, B, 4, d)
-        dc_from_h = torch.addcmul(o, o, tcs * tcs, value=-1)  # dc_t += dh_t o_t tanh'(c_t)
-        dgates = torch.empty_like(acts)
-        w_t = w_hh.transpose(1, 2).contiguous()  # [K, 4d, d]
-        grad_hs = grad_hs.contiguous() if grad_hs is not None else torch.zeros_like(hs)
+        rows, w_hh, h0, c0, acts, c2s, tcs, hs = ctx.saved_tensors
+        grad_hs = grad_hs if grad_hs is not None else torch.zeros_like(hs)
         dc = grad_c_last if grad_c_last is not None else torch.zeros_like(c0)
-        dh = grad_hs[S - 1]
-        for t in range(S - 1, -1, -1):
-            dc = torch.addcmul(dc, dh, dc_from_h[t])
-            torch.mul(torch.stack([dc, dc, dc, dh], dim=2), y[t],
-                      out=dgates[t].view(K, B, 4, d))
-            dc = dc * f[t]
-            if t > 0:
-                dh = torch.baddbmm(grad_hs[t - 1], dgates[t], w_t)
-        dh0 = torch.bmm(dgates[0], w_t)
-        # dW_hh = sum_t h_{t-1}^T dgates_t, one bmm per model over all steps and sequences
-        h_prev = _shift_in(h0, hs).permute(1, 0, 2, 3).reshape(K, S * B, d)
-        dw = torch.bmm(h_prev.transpose(1, 2), dgates.permute(1, 0, 2, 3).reshape(K, S * B, G))
-        return dgates, dw, dh0, dc
+        d_table = acts.new_zeros(ctx.table_shape)
+        d_w, dh0, dc0 = _lstm_backward(rows, w_hh, h0, c0, acts, c2s, tcs, hs, grad_hs, dc,
+                                       d_table)
+        return d_table, None, d_w, dh0, dc0
 
 
 class _GRU(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, w_hh, b_hh, h0):
-        S, K, B, G = x.shape
+    def forward(ctx, table, rows, w_hh, b_hh, h0):
+        S, K, B = rows.shape
+        G = table.shape[1]
         d = G // 3
-        scale = _gate_scale(x, 3, 2)
-        x2, w2, b2 = (x * scale).contiguous(), w_hh * scale, (b_hh * scale)[:, None]  # n columns doubled
-        hps = torch.empty_like(x2)  # W_hh h + b_hh (n part doubled)
-        rz = x.new_empty(S, K, B, 2 * d)  # r, z
-        ns, hs = x.new_empty(S, K, B, d), x.new_empty(S, K, B, d)  # n, h
-        h = h0
-        for t in range(S):
-            hp = torch.baddbmm(b2, h, w2, out=hps[t])  # [K, B, 3d]
-            r, z = torch.add(x2[t, ..., :2 * d], hp[..., :2 * d], out=rz[t]).sigmoid_().chunk(2, -1)
-            n = torch.addcmul(x2[t, ..., 2 * d:], r, hp[..., 2 * d:], out=ns[t])
-            n.sigmoid_().mul_(2).sub_(1)  # tanh
-            h = torch.addcmul(n, z, h - n, out=hs[t])  # (1 - z) n + z h
-        ctx.save_for_backward(w_hh, h0, rz, ns, hps, hs)
+        scale = _gate_scale(table, 3, d)
+        hps = table.new_empty(S, K, B, G)  # W_hh h + b_hh (n part doubled)
+        rz = table.new_empty(S, K, B, 2 * d)  # r, z
+        ns, hs = table.new_empty(S, K, B, d), table.new_empty(S, K, B, d)  # n, h
+        _gru_forward(table * scale, rows, w_hh * scale, (b_hh * scale)[:, None], h0, hps, rz,
+                     ns, hs)
+        ctx.save_for_backward(rows, w_hh, h0, rz, ns, hps, hs)
+        ctx.table_shape = table.shape
         return hs
 
     @staticmethod
     def backward(ctx, grad_hs):
-        w_hh, h0, rz, ns, hps, hs = ctx.saved_tensors
-        S, K, B, d = hs.shape
-        r, z = rz.chunk(2, dim=-1)
-        hn = hps[..., 2 * d:] * 0.5  # W_hn h + b_hn
-        # Step-independent factors: (dr, dz, dn) pre-activation = (dh yr, dh yz, dh q);
-        # the gradient of W_hh h + b_hh is (dr, dz, dn r).
-        q = (1 - z) * (1 - ns * ns)
-        yz = (_shift_in(h0, hs) - ns) * z * (1 - z)
-        y = torch.cat([q * hn * r * (1 - r), yz, q * r], dim=-1).view(S, K, B, 3, d)
-        dhp = torch.empty_like(hps)
-        w_t = w_hh.transpose(1, 2).contiguous()  # [K, 3d, d]
-        grad_hs = grad_hs.contiguous()
-        dhs = torch.empty_like(hs)  # the total gradient of each h_t
-        dhs[S - 1] = grad_hs[S - 1]
-        for t in range(S - 1, -1, -1):
-            torch.mul(dhs[t][:, :, None], y[t], out=dhp[t].view(K, B, 3, d))
-            if t > 0:
-                carry = torch.addcmul(grad_hs[t - 1], dhs[t], z[t])
-                torch.baddbmm(carry, dhp[t], w_t, out=dhs[t - 1])
-        dh0 = torch.baddbmm(dhs[0] * z[0], dhp[0], w_t)
-        dx = torch.cat([dhp[..., :2 * d], dhs * q], dim=-1)
-        h_prev = _shift_in(h0, hs).permute(1, 0, 2, 3).reshape(K, S * B, d)
-        dw = torch.bmm(h_prev.transpose(1, 2), dhp.permute(1, 0, 2, 3).reshape(K, S * B, 3 * d))
-        return dx, dw, dhp.sum(dim=(0, 2)), dh0
+        rows, w_hh, h0, rz, ns, hps, hs = ctx.saved_tensors
+        d_table = hs.new_zeros(ctx.table_shape)
+        d_w, d_b, dh0 = _gru_backward(rows, w_hh, h0, rz, ns, hps, hs, grad_hs, d_table)
+        return d_table, None, d_w, d_b, dh0
+
+
+def lstm_rows(table: torch.Tensor, rows: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor,
+              c0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """table [R, 4d] (input projections incl. b_ih + b_hh), rows [S, K, B] long, w_hh
+    [K, d, 4d], h0, c0 [K, B, d] -> states [S, K, B, d] and the last cell state [K, B, d]."""
+    return _LSTM.apply(table, rows, w_hh, h0, c0)
+
+
+def gru_rows(table: torch.Tensor, rows: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor,
+             h0: torch.Tensor) -> torch.Tensor:
+    """table [R, 3d] (input projections incl. b_ih), rows [S, K, B] long, w_hh [K, d, 3d],
+    b_hh [K, 3d], h0 [K, B, d] -> states [S, K, B, d]."""
+    return _GRU.apply(table, rows, w_hh, b_hh, h0)
+
+
+def _identity_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    S, K, B, G = x.shape
+    return x.reshape(S * K * B, G), torch.arange(S * K * B, device=x.device).view(S, K, B)
 
 
 def lstm(x: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor,
@@ -158,11 +228,11 @@ def lstm(x: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor,
 
     Returns the states [S, K, B, d] and the last cell state [K, B, d].
     """
-    return _LSTM.apply(x, w_hh, h0, c0)
+    return lstm_rows(*_identity_rows(x), w_hh, h0, c0)
 
 
 def gru(x: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor,
         h0: torch.Tensor) -> torch.Tensor:
     """x [S, K, B, 3d] (x W_ih + b_ih, time-major), w_hh [K, d, 3d], b_hh [K, 3d], h0 [K, B, d]
     -> the states [S, K, B, d]."""
-    return _GRU.apply(x, w_hh, b_hh, h0)
+    return gru_rows(*_identity_rows(x), w_hh, b_hh, h0)

@@ -120,7 +120,9 @@ class Seq2Seq(nn.Module):
         final state ((h, c) for LSTM, (h,) for GRU)."""
         w_ih = getattr(self, f"{side}_w_ih")
         x_proj = linear(x, w_ih) + self._input_bias(side)[:, None, None]  # [K, B, S, G d]
-        return self._run(x_proj.permute(2, 0, 1, 3), side, state)
+        K, B, S, G = x_proj.shape
+        rows = torch.arange(K * B * S, device=x.device).view(K, B, S).permute(2, 0, 1)
+        return self._run(x_proj.reshape(K * B * S, G), rows, side, state)
 
     def _input_bias(self, side: str) -> torch.Tensor:
         """[K, G d]: what is added to x W_ih. LSTM adds both biases there (b_hh enters the gates
@@ -134,29 +136,31 @@ class Seq2Seq(nn.Module):
 
         lookup(E, x) W_ih = lookup(E W_ih, x): projecting the V rows of the table instead of
         the B S looked-up rows removes the input projection's cost (V = N + 2 is 12-62 here,
-        B S is 700-5000).
+        B S is 700-5000); the recurrence looks its inputs up in the projected table.
         """
         K, V, _ = table.shape
         w_ih = getattr(self, f"{side}_w_ih")
         projected = torch.baddbmm(self._input_bias(side)[:, None], table, w_ih)  # [K, V, G d]
         rows = tokens.permute(2, 0, 1) + torch.arange(K, device=tokens.device)[:, None] * V
-        x_proj = F.embedding(rows, projected.reshape(K * V, -1))  # [S, K, B, G d], time-major
-        return self._run(x_proj, side, state)
+        return self._run(projected.reshape(K * V, -1), rows, side, state)  # rows [S, K, B]
 
-    def _run(self, x_proj: torch.Tensor, side: str, state: tuple | None) -> tuple:
-        """The recurrence over projected inputs x_proj [S, K, B, G d] (time-major), returning
-        states [K, B, S, d] and the final state. sweeper.models.recurrence holds the loop and
-        its hand-written backward."""
-        _, K, B, _ = x_proj.shape
+    def _run(self, table: torch.Tensor, rows: torch.Tensor, side: str,
+             state: tuple | None) -> tuple:
+        """The recurrence; the input of step t, model k, sequence b is table[rows[t, k, b]].
+
+        Returns states [K, B, S, d] and the final state. sweeper.models.recurrence holds the
+        loop and its hand-written backward (time-major inside).
+        """
+        _, K, B = rows.shape
         d = self.cfg.width
         w_hh = getattr(self, f"{side}_w_hh")
         if state is None:
-            zeros = x_proj.new_zeros(K, B, d)
+            zeros = table.new_zeros(K, B, d)
             state = (zeros, zeros) if self.cfg.cell == "lstm" else (zeros,)
         if self.cfg.cell == "lstm":
-            states, c_last = R.lstm(x_proj, w_hh, state[0], state[1])  # [S, K, B, d]
+            states, c_last = R.lstm_rows(table, rows, w_hh, state[0], state[1])  # [S, K, B, d]
             return states.permute(1, 2, 0, 3), (states[-1], c_last)
-        states = R.gru(x_proj, w_hh, getattr(self, f"{side}_b_hh"), state[0])
+        states = R.gru_rows(table, rows, w_hh, getattr(self, f"{side}_b_hh"), state[0])
         return states.permute(1, 2, 0, 3), (states[-1],)
 
     # -- attention and readout -------------------------------------------------------------
@@ -182,12 +186,20 @@ class Seq2Seq(nn.Module):
         return attn.view(K, B, T, H, S).permute(0, 3, 1, 2, 4), ctx
 
     def readout(self, dec: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
-        """W_o tanh(W_c [s; c]) for any leading shape [K, ..., d] -> [K, ..., V]."""
+        """W_o tanh(W_c [s; c] + b_c) + b_o for any leading shape [K, ..., d] -> [K, ..., V].
+
+        dec and ctx may broadcast against each other (the KTIW probe pairs every decoder step
+        with every source position: [K, B, T, 1, d] and [K, B, 1, S, d]). Computed as
+        sigmoid(2 a) (2 W_o) + (b_o - 1^T W_o) with a = W_c [s; c] + b_c, which is the same
+        function (tanh a = 2 sigmoid(2 a) - 1) in one elementwise pass over the broadcast
+        tensor instead of three: the factor 2 goes into the small weights.
+        """
         d = self.cfg.width
         bias = (dec.shape[0],) + (1,) * (dec.dim() - 2)  # [K, 1, ..., 1]
-        hidden = R.fast_tanh(linear(dec, self.w_c[:, :d]) + linear(ctx, self.w_c[:, d:])
-                             + self.b_c.view(*bias, d))
-        return linear(hidden, self.w_o) + self.b_o.view(*bias, -1)
+        w_c2 = self.w_c * 2
+        dec_part = linear(dec, w_c2[:, :d]) + (self.b_c * 2).view(*bias, d)
+        u = torch.sigmoid(dec_part + linear(ctx, w_c2[:, d:]))
+        return linear(u, self.w_o * 2) + (self.b_o - self.w_o.sum(dim=1)).view(*bias, -1)
 
     # -- the model -------------------------------------------------------------------------
     def states(self, src: torch.Tensor, dec_in: torch.Tensor) -> tuple:
