@@ -27,7 +27,8 @@ from sweeper.train import TrialResult
 class Progress:
     """One status line: trials done, failed, running, throughput, ETA (stderr, throttled)."""
 
-    def __init__(self, total: int | None, stream=sys.stderr, every_s: float = 1.0):
+    def __init__(self, total: int | None, stream=None, every_s: float = 1.0):
+        stream = sys.stderr if stream is None else stream
         self.total, self.stream, self.every_s = total, stream, every_s
         self.done = self.failed = self.running = 0
         self.start = time.perf_counter()
@@ -157,7 +158,7 @@ def stored_cells(store: Store, sweep: SweepFile) -> list[tuple[dict[str, Any], f
         return []
     groups: dict[tuple, list[dict]] = {}
     for row in table.to_pylist():
-        groups.setdefault(tuple(row[p] for p in paths), []).append(row)
+        groups.setdefault(tuple(row[a.column] for a in sweep.axes), []).append(row)
     return [(dict(zip(paths, key)),
              objective_value(rows, sweep.search.objective, rows[0]["train.steps"]))
             for key, rows in groups.items()]
@@ -178,7 +179,7 @@ def manifest(sweep: SweepFile, plan: Plan) -> dict[str, Any]:
 
 
 def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | None = None,
-              workers: int = 1, stream=sys.stderr) -> dict[str, Any]:
+              workers: int = 1, stream=None) -> dict[str, Any]:
     """Run what is not stored yet; returns a summary (counts, seconds, trials per second)."""
     start = time.perf_counter()
     store.recover(sweep.name)

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from sweeper.errors import ParameterError, SweeperInputError, did_you_mean
-from sweeper.models import MODELS
+from sweeper.models import MODEL_FAMILY, MODELS
 from sweeper.registry import Entry, Param
 from sweeper.spec import TRAIN_ENTRY, make_spec
 from sweeper.store import check_sweep_name
@@ -67,6 +67,12 @@ class Axis:
     @property
     def path(self) -> str:
         return f"{self.group}.{self.name}"
+
+    @property
+    def column(self) -> str:
+        """Its column in TrialSpec.flat() and the trials table."""
+        return {"train.lr": "optim.lr", "train.optimizer": "optim.name"}.get(self.path,
+                                                                              self.path)
 
 
 @dataclass(frozen=True)
@@ -131,11 +137,34 @@ def _mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dic
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
+def _check_duplicate_keys(node: yaml.Node, path: str = "") -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: set = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            where = f"{path}.{key}" if path else str(key)
+            if key in seen:
+                raise SweepFileError(f"{where}: given twice (line {key_node.start_mark.line + 1})"
+                                     "; allowed: each key once")
+            seen.add(key)
+            _check_duplicate_keys(value_node, where)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_duplicate_keys(item, f"{path}[{i}]")
+
+
 def parse_yaml(text: str) -> Any:
     try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None:
+            _check_duplicate_keys(node)
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
-        raise SweepFileError(f"not valid YAML: {exc}".replace("\n", " ")) from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SweepFileError(f"{where}not valid YAML ({problem}); allowed: a YAML mapping of "
+                             "the sweep-file keys (see sweeper/search_space.py)") from None
 
 
 # -- validation helpers --------------------------------------------------------------------
@@ -354,6 +383,10 @@ def parse_sweep(text: str) -> SweepFile:
         raise SweepFileError(str(exc) if str(exc).startswith("name") else
                              f"{'task' if raw['task'] not in TASKS.entries else 'model'}: {exc}"
                              ) from None
+    if MODEL_FAMILY[model] != task.rsplit("-v", 1)[0]:
+        allowed = [m for m, f in MODEL_FAMILY.items() if f == task.rsplit("-v", 1)[0]]
+        raise SweepFileError(f"model: got {model!r}, which does not train on {task}; "
+                             f"allowed for {task}: {', '.join(allowed)}")
     entries = {"task": TASKS.get(task), "model": MODELS.get(model), "train": TRAIN_ENTRY}
     family = task.rsplit("-v", 1)[0]
     fixed = _fixed(raw.get("fixed"), {"entries": entries})

@@ -214,8 +214,8 @@ class Store:
     def _put(self, path: str, data: bytes) -> None:
         """Write a whole file: temp name + rename locally, a single put on object stores."""
         parent = path.rsplit("/", 1)[0]
-        self.fs.create_dir(parent, recursive=True)
         if self.is_local:
+            self.fs.create_dir(parent, recursive=True)
             tmp = f"{parent}/.tmp-{uuid.uuid4().hex}"
             with self.fs.open_output_stream(tmp) as f:
                 f.write(data)
@@ -223,6 +223,7 @@ class Store:
         elif self.put_object is not None:
             self.put_object(path, data)
         else:
+            self.fs.create_dir(parent, recursive=True)
             with self.fs.open_output_stream(path) as f:
                 f.write(data)
 
@@ -262,7 +263,18 @@ class Store:
         names = {t: self._names(sweep, t) for t in TABLES}
         committed = names["trials"] & names["trajectories"] if table == "trajectories" \
             else names["trials"]
+        committed -= self._replaced(sweep, names["trials"])  # a compaction cut short
         return [self.path(sweep, table, n) for n in sorted(committed)]
+
+    def _replaced(self, sweep: str, trial_names: set[str]) -> set[str]:
+        """Files named in the `replaces` metadata of committed compacted trials files."""
+        replaced: set[str] = set()
+        for name in sorted(trial_names):
+            if name.startswith("part-compact-"):
+                meta = pq.read_schema(self.path(sweep, "trials", name),
+                                      filesystem=self.fs).metadata or {}
+                replaced |= set(json.loads(meta.get(b"sweeper.replaces", b"[]")))
+        return replaced
 
     def _names(self, sweep: str, table: str) -> set[str]:
         selector = pafs.FileSelector(self.path(sweep, table), allow_not_found=True)
@@ -295,14 +307,12 @@ class Store:
     def recover(self, sweep: str) -> list[str]:
         """Finish what a crash left: interrupted compactions, orphaned and temporary files."""
         removed = []
-        for name in self._names(sweep, "trials"):  # only committed files may replace others
-            meta = pq.read_schema(self.path(sweep, "trials", name), filesystem=self.fs).metadata
-            for old in json.loads((meta or {}).get(b"sweeper.replaces", b"[]")):
-                for table in TABLES:
-                    old_path = self.path(sweep, table, old)
-                    if self.fs.get_file_info(old_path).type != pafs.FileType.NotFound:
-                        self.fs.delete_file(old_path)
-                        removed.append(old_path)
+        for old in sorted(self._replaced(sweep, self._names(sweep, "trials"))):
+            for table in TABLES:
+                old_path = self.path(sweep, table, old)
+                if self.fs.get_file_info(old_path).type != pafs.FileType.NotFound:
+                    self.fs.delete_file(old_path)
+                    removed.append(old_path)
         trials, trajectories = self._names(sweep, "trials"), self._names(sweep, "trajectories")
         for orphan in trajectories - trials:
             self.fs.delete_file(self.path(sweep, "trajectories", orphan))

@@ -42,7 +42,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"{sweep.name}: {len(plan.specs)} trials ({sweep.search.type} search, "
           f"{len(sweep.seeds)} seeds per cell); {len(plan.specs) - len(pending)} stored, "
           f"{len(pending)} to run in {len(packs)} packs")
-    columns = ["trial_id"] + [a.path for a in sweep.axes] + ["seed"]
+    columns = ["trial_id"] + [a.column for a in sweep.axes] + ["seed"]
     rows = [[s.trial_id] + [s.flat()[c] for c in columns[1:]] for s in plan.specs[:args.rows]]
     print(table(rows, columns))
     if len(plan.specs) > args.rows:
@@ -72,6 +72,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         sweep = replace(sweep, retries=args.retries)
     store = Store.open(_results_root(args, sweep))
     make_plan(sweep, set())  # expand once up front: a bad cell fails before anything is written
+    if args.executor == "local" and sweep.search.type == "optuna":
+        raise SweeperInputError("search.type: optuna runs on Ray Tune's Optuna integration; "
+                                "allowed with --executor local: grid, random")
     executor = _executor(args)
     if args.executor == "local":
         summary = run_sweep(sweep, store, executor, args.pack_size, 1)
@@ -98,7 +101,7 @@ def summary_text(store, sweep, summary: dict[str, Any]) -> str:
 
 def cell_table(store, sweep, max_rows: int = 40) -> str:
     """Per cell: seeds, success fraction, median steps to learn (from the stored outcomes)."""
-    paths = [a.path for a in sweep.axes]
+    paths = [a.column for a in sweep.axes]
     data = store.read(sweep.name, "trials")
     if data is None:
         return ""
@@ -144,7 +147,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise SweeperInputError(f"SWEEP: got {name!r}; no sweep of that name under {store.uri}")
     counts = store.status_counts(name)
     stored = store.stored_ids(name)
-    sweep = parse_sweep(manifest["sweep_file"]) if manifest.get("sweep_file") else None
+    if args.sweep.endswith((".yaml", ".yml")) and os.path.exists(args.sweep):
+        sweep = _load(args.sweep)  # pending against the file as it is now
+    else:
+        sweep = parse_sweep(manifest["sweep_file"]) if manifest.get("sweep_file") else None
     if sweep is not None and sweep.search.type != "optuna":
         pending = len(make_plan(sweep, stored).pending)
     else:

@@ -80,3 +80,70 @@ def test_fast_tanh_is_tanh():
     torch.testing.assert_close(R.fast_tanh(x), torch.tanh(x), rtol=0, atol=1e-15)
     x32 = x.float()
     torch.testing.assert_close(R.fast_tanh(x32), torch.tanh(x32), rtol=0, atol=2e-7)
+
+
+# -- kq-attention: bag sums against the softmax over positions ---------------------------------
+def _kq_model(classifier, classes=3, seeds=(0, 1)):
+    from sweeper.models.kq_attention import KQAttention, KQConfig
+
+    model = KQAttention(KQConfig(classifier=classifier, embedding_std=0.5), words=15,
+                        classes=classes, seeds=list(seeds), dtype=F64)
+    with torch.no_grad():
+        model.keys.normal_(generator=torch.Generator().manual_seed(3))
+    return model
+
+
+@pytest.mark.parametrize("classifier,classes", [("fc", 3), ("tc", 3), ("tl", 3), ("tc", 12)])
+def test_bag_forward_gives_the_positions_forward_and_its_gradients(classifier, classes):
+    from sweeper.models.kq_attention import Bags
+
+    model = _kq_model(classifier, classes)
+    words = torch.randint(15, (2, 7, 6), generator=torch.Generator().manual_seed(4))
+    words[:, 0, 1] = words[:, 0, 0]  # a repeated word in a sentence counts twice
+    weights = torch.randn(2, 7, classes, dtype=F64, generator=torch.Generator().manual_seed(5))
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def run(forward):
+        logits, attn = forward()
+        grads = torch.autograd.grad((logits * weights).sum(), params)
+        return logits, attn, grads
+
+    fast = run(lambda: model.forward_bags(Bags(words, 15)))
+    plain = run(lambda: model._positions_forward(words))
+    torch.testing.assert_close(fast[0], plain[0], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(fast[1], plain[1], rtol=1e-12, atol=1e-12)
+    for a, b in zip(fast[2], plain[2]):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_bag_forward_falls_back_when_a_sentence_denominator_underflows():
+    model = _kq_model("fc")
+    with torch.no_grad():
+        model.keys.zero_()
+        model.keys[:, 0] = 1e4 * model.query / model.query.norm(dim=-1, keepdim=True) ** 2
+    words = torch.tensor([[[0, 1, 2], [3, 4, 5]]] * 2)  # sentence 2 lacks word 0 (score 1e4)
+    logits, attn = model(words)
+    plain_logits, plain_attn = model._positions_forward(words)
+    assert torch.isfinite(logits).all()
+    torch.testing.assert_close(logits, plain_logits)
+    torch.testing.assert_close(attn, plain_attn)
+
+
+def test_thin_bmm_passes_gradcheck():
+    from sweeper.models.kq_attention import _ThinBmm
+
+    gen = torch.Generator().manual_seed(6)
+    for o in (1, 3):
+        x, w = _rand(2, 7, 4, gen=gen), _rand(2, 4, o, gen=gen)
+        assert torch.autograd.gradcheck(_ThinBmm.apply, (x, w))
+
+
+def test_packed_optimizer_keeps_the_parameters_in_place():
+    from sweeper.optim import PackedOptimizer
+
+    model = _kq_model("tl")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids = {n: id(p) for n, p in model.named_parameters()}
+    PackedOptimizer(list(model.parameters()), torch.ones(2, dtype=F64), "adam")
+    for n, p in model.named_parameters():
+        assert id(p) == ids[n] and torch.equal(p, before[n]) and p.is_contiguous()

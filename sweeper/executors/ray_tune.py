@@ -175,7 +175,7 @@ class RayTuneExecutor:
         logging.getLogger("ray").setLevel(logging.ERROR)
         logging.getLogger("ray.tune").setLevel(logging.ERROR)
         if self.address is None:
-            ray.init(num_cpus=self.num_cpus, include_dashboard=False,
+            ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False,
                      _node_ip_address="127.0.0.1", configure_logging=False,
                      log_to_driver=self.verbose)
         else:

@@ -1,8 +1,8 @@
 """LSTM and GRU recurrences for K packed models, with hand-written backward passes.
 
-    states, c_last = lstm_rows(table, rows, w_hh, h0, c0)   # input of (t, k, b) = table[rows[t, k, b]]
+    states, c_last = lstm_rows(table, rows, w_hh, h0, c0)  # input (t, k, b): table[rows[t, k, b]]
     states = gru_rows(table, rows, w_hh, b_hh, h0)
-    states, c_last = lstm(x, w_hh, h0, c0)                  # the same with x [S, K, B, G d] given
+    states, c_last = lstm(x, w_hh, h0, c0)                 # the same, inputs x [S, K, B, G d]
 
 Time-major: rows [S, K, B], states [S, K, B, d]. `table` holds the input projections
 (x W_ih + b_ih, plus b_hh for LSTM): for a token input it is the projected embedding table, V
