@@ -12,7 +12,7 @@ denormals flushed), so that ratios are measured under the same machine load. Mod
   (a) tune        one spec per Ray Tune trial, actor reuse on: `sweeper run FILE --pack-size 1
                   --num-cpus 1` on a generated sweep file (one worker, so that every mode uses
                   one core). "(a) tune e2e" is the wall clock of n trials end to end, Ray
-                  start-up included; "(a) tune" is the marginal trial, (t(n) - t(1)) / (n - 1):
+                  start-up included; "(a) tune" is the marginal trial, (t(n) - t(2)) / (n - 2):
                   what each trial costs in a sweep of thousands. Ratios "x (a)" use the latter.
   (b) sequential  the specs trained one after another in this process: sweeper.train(spec)
   (b) before      the same with the sweeper code of an earlier commit (--before REV), in a
@@ -76,7 +76,7 @@ class Workload:
     packs: tuple[int, ...]
     quick_packs: tuple[int, ...]
     n_seq: int = 2  # specs trained one after another in (b)
-    n_tune: int = 4  # specs through Ray Tune in (a)
+    n_tune: int = 10  # specs through Ray Tune in (a)
     note: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -92,13 +92,13 @@ WORKLOADS = {
         "topic", "topic-v1", "kq-attention", {}, {"classifier": "fc"},
         {"optimizer": "sgd", "lr": 0.1, "batch_size": None, "eval_every": 50},
         full_steps=5000, steps=200, quick_steps=100, packs=(1, 4, 16, 64),
-        quick_packs=(1, 16), n_seq=2, n_tune=4,
+        quick_packs=(1, 16), n_seq=2, n_tune=10,
         note="paper scale: 4 classes, m = 20, 5000 words, 4000 train sentences, full batch"),
     "copy-small": Workload(
         "copy-small", "copy-v1", "seq2seq", {"length": 10, "cooccurrence": 0.5},
         {"width": 64}, {"batch_size": 64, "eval_every": 10, "eval_size": 128},
         full_steps=200, steps=60, quick_steps=20, packs=(1, 4, 16, 64), quick_packs=(1, 4, 16),
-        n_seq=2, n_tune=4, note="d = 64, L = 10, batch 64, eval 128 sequences every 10 steps"),
+        n_seq=2, n_tune=10, note="d = 64, L = 10, batch 64, eval 128 sequences every 10 steps"),
     "copy-paper": Workload(
         "copy-paper", "copy-v1", "seq2seq", {"length": 40, "cooccurrence": 0.0},
         {"width": 256}, {"batch_size": 128, "eval_every": 10, "eval_size": 128},
@@ -487,12 +487,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_tune and w.n_tune:
             # Two runs separate Ray's start-up from the per-trial cost: a sweep of thousands of
             # trials pays the start-up once, so the steady state is the marginal trial.
-            one = run_tune(w, 1, steps, tmp)
-            many = run_tune(w, w.n_tune, steps, tmp)
-            if one is not None and many is not None:
-                per_trial = (many - one) / (w.n_tune - 1)
-                add("(a) tune e2e", 1, w.n_tune, many, f"start-up + first trial {one:.1f} s")
-                add("(a) tune", 1, 1, per_trial, f"marginal trial {per_trial:.2f} s")
+            few, n = run_tune(w, 2, steps, tmp), (6 if args.quick else w.n_tune)
+            many = run_tune(w, n, steps, tmp)
+            if few is not None and many is not None:
+                per_trial = (many - few) / (n - 2)
+                add("(a) tune e2e", 1, n, many, f"{n} trials; 2 trials took {few:.1f} s")
+                add("(a) tune", 1, 1, per_trial, f"marginal trial (t({n}) - t(2)) / {n - 2}")
         for K in packs:
             add("(c) packed", K, K, run_packed(w, K, steps))
     print()

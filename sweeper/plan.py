@@ -20,7 +20,11 @@ from sweeper.errors import SweeperInputError
 from sweeper.search_space import Axis, SweepFile, SweepFileError
 from sweeper.spec import TrialSpec, make_spec
 
-MAX_CPU_PACK = 64
+# Measured on the 2-core dev machine (benchmarks/throughput.py, docs/performance.md): per-model
+# throughput on CPU stops rising at K = 4-16 (copy d = 64: 54 model-steps/s at K = 4 and 16, 48
+# at 64; topic: 402, 432, 428 at K = 4, 16, 64), because a pack's per-step tensors then outgrow
+# the 1 MB L2 cache. Larger packs only cost memory and load balance across workers.
+MAX_CPU_PACK = 16
 MAX_GPU_PACK = 1024
 
 Cell = dict[str, Any]  # axis path ("task.hardness") -> value

@@ -53,14 +53,16 @@ def topic_runs():
     runs = {}
     for classifier in ("fc", "tc"):
         specs = [make_spec("topic-v1", "kq-attention",
-                           {"vocab": 2000, "samples": 3000, "distractors": 5},
-                           {"classifier": classifier}, {"steps": 600, "eval_every": 20},
+                           {"vocab": 2000, "samples": 3000, "distractors": 10},
+                           {"classifier": classifier}, {"steps": 800, "eval_every": 20},
                            seed=s) for s in range(2)]
         runs[classifier] = train_pack(specs)
     return runs
 
 
 def test_fc_leaves_the_loss_plateau_before_tc(topic_runs):
+    # measured (m = 10, 2,000 words, 3,000 sentences): fc leaves at steps 500 and 350, tc at
+    # 1,300 and 1,250 (after this test's budget)
     for fc, tc in zip(topic_runs["fc"], topic_runs["tc"]):
         assert fc.outcomes["plateau_exit"] is not None
         assert tc.outcomes["plateau_exit"] is None or \

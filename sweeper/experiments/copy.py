@@ -4,6 +4,8 @@ Evaluated every `eval_every` steps on `eval_size` fresh sequences of the trainin
 each component ("block": permutations of the fixed block, "open": L distinct tokens of N):
 loss, token accuracy (all L+1 positions, EOS included), attention accuracy and aligned mass
 (head-averaged and per head), the KTIW probe, and accuracy with attention forced uniform.
+The uniform-attention readout reuses the mixture batch's encoder and decoder states: they do not
+depend on the attention (the decoder has no input feeding), so one recurrence pass serves both.
 """
 
 from __future__ import annotations

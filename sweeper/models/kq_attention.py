@@ -9,8 +9,8 @@ per sentence, W words in the vocabulary, D = `dim` (10 in the paper), C classes.
     context        = sum_positions a v                        [K, N, D]
     logits         = classifier(context)                      [K, N, C]
 
-classifier: `fc` fixed linear (N(0,1) entries, first C diagonal entries set to 1), `tc` the same
-but trainable, `tl` Linear(D, D) -> ReLU -> Linear(D, C), trainable. Keys start at zero; the
+classifier: `fc` fixed linear (N(0,1) entries, first C diagonal entries set to 1), `tc` a
+trainable linear layer without bias (initialised as nn.Linear), `tl` Linear(D, D) -> ReLU -> Linear(D, C), trainable. Keys start at zero; the
 embeddings start at N(0, (1e-6)^2), or at N(0, 0.1^2) when frozen ("EF" ablation).
 
 How it is computed (`forward_bags`): the model sees no positions, so a sentence is a bag of words
@@ -121,31 +121,39 @@ class _BagSum(torch.autograd.Function):
                                include_last_offset=True), None
 
 
-class _ThinBmm(torch.autograd.Function):
-    """x [K, W, i] @ w [K, i, o] for thin matrices (i, o ~ 1-10, W ~ 5000).
+class _WordTable(torch.autograd.Function):
+    """The per-word table the bag sums add up: [e_w (v_w P), e_w] with e_w = exp(s_w - max s).
 
-    The same as torch.bmm; only the backward differs: autograd's bmm backward multiplies by a
-    transposed view of w, which MKL runs 2-4x slower at these shapes than a contiguous copy,
-    and an outer product (i or o = 1) is faster as a broadcast multiply than as a bmm.
+    embed [K, W, D], keys [K, W, D], P [K, D, c] (the linear classifier, or the identity for
+    tl), query [K, D] -> table [K, W, c+1]. Written by hand for one reason: MKL multiplies a
+    tall thin [W, D] by a tiny [D, c] several times slower than the transposed product
+    [c, D] @ [D, W] (measured 5-8x at W = 5000, D = 10, c = 1-4), so every product here is
+    computed word-dim last and transposed once at the end.
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(x, w)
-        return torch.bmm(x, w)
+    def forward(ctx, embed, keys, P, query):
+        s = torch.bmm(query[:, None, :], keys.transpose(1, 2))  # [K, 1, W]
+        e = torch.exp(s - s.amax(dim=2, keepdim=True))  # [K, 1, W], the largest is 1
+        value_t = torch.bmm(P.transpose(1, 2), embed.transpose(1, 2))  # [K, c, W]
+        ctx.save_for_backward(embed, P, query, e, value_t)
+        return torch.cat([value_t * e, e], dim=1).transpose(1, 2).contiguous()  # [K, W, c+1]
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        x, w = ctx.saved_tensors
-        grad_x = grad_w = None
+    def backward(ctx, grad):
+        embed, P, query, e, value_t = ctx.saved_tensors
+        c = P.shape[2]
+        grad_t = grad.transpose(1, 2).contiguous()  # [K, c+1, W]
+        d_value_t = grad_t[:, :c] * e  # [K, c, W]
+        d_s = (grad_t[:, c:] + (grad_t[:, :c] * value_t).sum(dim=1, keepdim=True)) * e
+        d_embed = d_keys = d_P = None
         if ctx.needs_input_grad[0]:
-            if w.shape[2] == 1:  # [K, W, 1] * [K, 1, i]
-                grad_x = grad * w.transpose(1, 2)
-            else:
-                grad_x = torch.bmm(grad, w.transpose(1, 2).contiguous())
+            d_embed = torch.bmm(P, d_value_t).transpose(1, 2).contiguous()  # [K, W, D]
         if ctx.needs_input_grad[1]:
-            grad_w = torch.bmm(x.transpose(1, 2), grad)
-        return grad_x, grad_w
+            d_keys = d_s.transpose(1, 2) * query[:, None, :]  # [K, W, D]
+        if ctx.needs_input_grad[2]:
+            d_P = torch.bmm(d_value_t, embed).transpose(1, 2)  # [K, D, c]
+        return d_embed, d_keys, d_P, None
 
 
 class KQAttention(nn.Module):
@@ -176,7 +184,9 @@ class KQAttention(nn.Module):
         if cfg.classifier == "tl":
             p["w_1"], p["b_1"] = I.linear(D, D, gen)
             p["w_2"], p["b_2"] = I.linear(D, C, gen)
-        else:
+        elif cfg.classifier == "tc":  # nn.Linear(D, C, bias=False) as PyTorch initialises it
+            p["w_cls"] = I.linear(D, C, gen)[0]  # [D, C]
+        else:  # fc: N(0, 1) entries, first C diagonal entries 1, never trained
             w = I.normal((C, D), 1.0, gen)
             w[range(min(C, D)), range(min(C, D))] = 1.0
             p["w_cls"] = w.T.contiguous()  # [D, C]
@@ -184,7 +194,8 @@ class KQAttention(nn.Module):
 
     def scores(self) -> torch.Tensor:
         """s_w = q . k_w for every word: [K, W]."""
-        return _ThinBmm.apply(self.keys, self.query[:, :, None]).squeeze(-1)
+        # as q^T K^T: MKL is much faster with the word dim last (see _WordTable)
+        return torch.bmm(self.query[:, None, :], self.keys.transpose(1, 2)).squeeze(1)
 
     def forward(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """words [K, N, M] -> logits [K, N, C], attention [K, N, M]."""
@@ -193,11 +204,10 @@ class KQAttention(nn.Module):
     def forward_bags(self, bags: Bags, attention: bool = True) -> tuple:
         """Logits [K, N, C] and, if asked, the attention [K, N, M] (else None) of `bags`."""
         K, N = bags.shape
-        s = self.scores()  # [K, W]
-        e = torch.exp(s - s.detach().amax(dim=1, keepdim=True))[..., None]  # [K, W, 1], max 1
         project = self.cfg.classifier != "tl" and self.classes < self.cfg.dim
-        value = _ThinBmm.apply(self.embed, self.w_cls) if project else self.embed  # [K, W, c]
-        table = torch.cat([e * value, e], dim=-1)  # [K, W, c+1]
+        P = self.w_cls if project else torch.eye(self.cfg.dim, dtype=self.embed.dtype,
+                                                 device=self.embed.device).expand(K, -1, -1)
+        table = _WordTable.apply(self.embed, self.keys, P, self.query)  # [K, W, c+1]
         cols = table.shape[-1]
         sums = _BagSum.apply(table.view(K * self.vocab, cols), bags).view(K, N, cols)
         den = sums[..., -1:]  # [K, N, 1]: sum of e over the sentence
@@ -209,7 +219,8 @@ class KQAttention(nn.Module):
         if not attention:
             return logits, None
         M = bags.words.shape[-1]
-        attn = torch.gather(e[..., 0], 1, bags.words.view(K, N * M)).view(K, N, M) / den
+        e = table[..., -1]  # [K, W]
+        attn = torch.gather(e, 1, bags.words.view(K, N * M)).view(K, N, M) / den
         return logits, attn
 
     def _positions_forward(self, words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -13,6 +13,15 @@ positions, d width, H heads, V symbols, G gates (4 for LSTM, 3 for GRU).
 
 `attention: uniform` zeroes the scores (a = 1/S): the KTIW-without-attention model. The cells
 follow torch.nn.LSTM / nn.GRU exactly (gate order, two biases) and are tested against them.
+
+Where the computation differs from the formulas above, for speed (docs/performance.md), with the
+same values up to rounding:
+- the input projection is applied to the V-row embedding table, not to the B S looked-up rows
+  (`_embed_recur`);
+- the recurrence is sweeper.models.recurrence: a TorchScript loop with a hand-written backward;
+- the heads are laid out next to the decoder steps so that all heads' scores are one bmm
+  (`attend`), and the mean over heads is folded into W_v;
+- tanh is 2 sigmoid(2x) - 1, with the factor 2 folded into the small weights (`readout`).
 """
 
 from __future__ import annotations
