@@ -10,7 +10,8 @@ per sentence, W words in the vocabulary, D = `dim` (10 in the paper), C classes.
     logits         = classifier(context)                      [K, N, C]
 
 classifier: `fc` fixed linear (N(0,1) entries, first C diagonal entries set to 1), `tc` a
-trainable linear layer without bias (initialised as nn.Linear), `tl` Linear(D, D) -> ReLU -> Linear(D, C), trainable. Keys start at zero; the
+trainable linear layer without bias (initialised as nn.Linear), `tl` Linear(D, D) -> ReLU ->
+Linear(D, C), trainable. Keys start at zero; the
 embeddings start at N(0, (1e-6)^2), or at N(0, 0.1^2) when frozen ("EF" ablation).
 
 How it is computed (`forward_bags`): the model sees no positions, so a sentence is a bag of words
