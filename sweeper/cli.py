@@ -16,8 +16,6 @@ import yaml
 
 from sweeper.errors import ParameterError, SweeperInputError
 
-DEFAULT_RESULTS = "./results"
-
 
 def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
     """`--set task.cooccurrence=0.5` -> {"task": {"cooccurrence": 0.5}} (values read as YAML)."""

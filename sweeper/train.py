@@ -11,7 +11,6 @@ gradient is its own), and mask out any model whose loss is NaN or inf: it is rec
 
 from __future__ import annotations
 
-import math
 import socket
 import time
 from collections.abc import Callable
@@ -112,6 +111,3 @@ def _result(spec: TrialSpec, trajectory: dict[str, list], diverged_step: int | N
     error = f"loss was not finite at step {diverged_step}"
     return TrialResult(spec, "diverged", trajectory, outcomes, wall, error, diverged_step)
 
-
-def is_finite_number(value: Any) -> bool:
-    return isinstance(value, float) and math.isfinite(value)
