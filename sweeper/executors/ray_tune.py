@@ -304,14 +304,14 @@ def submit_job(address: str, sweep_file: str, sweep_name: str, extra_args: list[
     names = set(forward_env or []) | {"RAY_AUTH_MODE"}
     env = {k: os.environ[k] for k in sorted(names) if k in os.environ}
     job = None
-    for attempt in range(30):  # a head that has just started may have no job agent yet
+    for attempt in range(90):  # a head that has just started may have no job agent yet
         try:
             job = client.submit_job(entrypoint=entrypoint,
                                     runtime_env={"env_vars": {**env, "SWEEPER_SWEEP_FILE": text}},
                                     submission_id=f"sweeper-{sweep_name}-{int(time.time())}")
             break
         except RuntimeError as exc:
-            if "No available agent" not in str(exc) or attempt == 29:
+            if "No available agent" not in str(exc) or attempt == 89:
                 raise
             time.sleep(2.0)
     out.write(f"submitted {job} to {address}: {entrypoint}\n")
