@@ -441,3 +441,82 @@ def topic_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
     right.legend(fontsize="small")
     layout.title(fig, "Topic task: the score-norm identity and attention on topic words")
     return fig
+
+
+# ---------------------------------------------------------------- paper comparisons
+
+def seed_lines_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
+                      cells: Sequence[Mapping[str, object]], metric: str = "accuracy"
+                      ) -> Figure:
+    """One panel per cell, one line per seed: shows what a median hides when some seeds learn
+    and others stay stuck (Snell et al.'s bimodal hard distribution)."""
+    if metric not in trajectories.columns:
+        raise AnalysisInputError(f"trajectories have no {metric!r}")
+    if not cells:
+        raise AnalysisInputError("choose at least one cell to draw the seeds of")
+    ncols = min(len(cells), 2)
+    layout = _Layout(rows=math.ceil(len(cells) / ncols), cols=ncols, panel=(3.8, 2.4),
+                     left=0.8, right=0.3, top=0.75, bottom=0.6, wgap=0.8, hgap=0.8)
+    fig = layout.figure()
+    for i, cell in enumerate(cells):
+        ax = layout.axes(fig, i // ncols, i % ncols)
+        rows, n = _cell_rows(trials, trajectories, cell)
+        for _, seed_rows in rows.sort_values("step").groupby("trial_id", sort=False):
+            ax.plot(seed_rows["step"], seed_rows[metric], color="C0", alpha=0.45, lw=1)
+        ax.set_title(f"{cell_label(cell)} (n={n})")
+        ax.set_xlabel("step")
+        ax.set_ylabel(metric)
+        if metric != "loss":
+            ax.set_ylim(-0.02, 1.02)
+    layout.title(fig, f"{METRIC_LABELS.get(metric, metric)}, one line per seed")
+    return fig
+
+
+def share_figure(table: pd.DataFrame, x: str) -> Figure:
+    """The share of seeds that learned against `x`, with its 95% interval, from a table with
+    columns x, share, share_low, share_high, learned and seeds (`papers.learning_table`)."""
+    for column in (x, "share", "share_low", "share_high", "learned", "seeds"):
+        if column not in table.columns:
+            raise AnalysisInputError(f"table has no {column!r}")
+    layout = _Layout(rows=1, cols=1, panel=(4.2, 3.0), left=0.8, right=0.3, top=0.6,
+                     bottom=0.65)
+    fig = layout.figure()
+    ax = layout.axes(fig, 0, 0)
+    xs = np.arange(len(table))
+    share = table["share"].to_numpy(float)
+    ax.errorbar(xs, share, yerr=[share - table["share_low"], table["share_high"] - share],
+                fmt="o-", capsize=4)
+    for xi, (k, n) in zip(xs, table[["learned", "seeds"]].itertuples(index=False)):
+        ax.annotate(f"{k}/{n}", (xi, 0.04), ha="center", fontsize="small")
+    ax.set_xticks(xs, [_tick(v) for v in table[x]])
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel("share of seeds that learned")
+    ax.set_ylim(-0.02, 1.05)
+    layout.title(fig, "Seeds that learned, with 95% Wilson intervals")
+    return fig
+
+
+def heatmap_figure(table: pd.DataFrame, x: str, y: str, value: str, title: str) -> Figure:
+    """A grid of `value` over the (x, y) values of a table, each cell annotated; cells with
+    no value are left white."""
+    for column in (x, y, value):
+        if column not in table.columns:
+            raise AnalysisInputError(f"table has no {column!r}")
+    grid = table.pivot_table(index=y, columns=x, values=value, aggfunc="first", dropna=False)
+    grid = grid.sort_index().sort_index(axis=1)
+    values = grid.to_numpy(float)
+    layout = _Layout(rows=1, cols=1, panel=(4.2, 3.2), left=0.9, right=1.0, top=0.6,
+                     bottom=0.65)
+    fig = layout.figure()
+    ax = layout.axes(fig, 0, 0)
+    mesh = ax.imshow(np.ma.masked_invalid(values), origin="lower", aspect="auto", cmap="viridis")
+    for (r, c), v in np.ndenumerate(values):
+        if not np.isnan(v):
+            ax.text(c, r, f"{v:.3g}", ha="center", va="center", fontsize="small", color="w")
+    ax.set_xticks(range(grid.shape[1]), [_tick(v) for v in grid.columns])
+    ax.set_yticks(range(grid.shape[0]), [_tick(v) for v in grid.index])
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
+    fig.colorbar(mesh, cax=layout.colorbar_axes(fig, 0))
+    layout.title(fig, title)
+    return fig

@@ -1,0 +1,242 @@
+"""The numbers the two papers report, computed from a sweep's trials and trajectories.
+
+Each table function takes the trials (with outcomes, see `with_outcomes`) and trajectories of a
+sweep and returns a plain DataFrame with one row per setting (the `by` columns), so tests can
+check it on hand-built frames and `docs/results.md` can quote it. Thresholds and windows are
+arguments; nothing is read from the trainer's stored outcomes.
+
+    python -m analysis.papers results --figures docs/figures   # every table, as Markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import AnalysisInputError
+from .outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
+from .phase import COUNTED_STATUSES, wilson_interval
+
+_KEYS = ["trial_id"]
+
+
+def _counted(trials: pd.DataFrame) -> pd.DataFrame:
+    if "status" not in trials.columns:
+        return trials
+    return trials[trials["status"].isin(COUNTED_STATUSES)]
+
+
+def _check(frame: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise AnalysisInputError(f"{what} have no {', '.join(map(repr, missing))}; available: "
+                                 + ", ".join(map(str, frame.columns)))
+
+
+def final_values(trajectories: pd.DataFrame, metric: str, at_most: int | None = None
+                 ) -> pd.Series:
+    """Per trial, the metric at its last logged step (at or before `at_most` if given)."""
+    _check(trajectories, ["trial_id", "step", metric], "trajectories")
+    rows = trajectories if at_most is None else trajectories[trajectories["step"] <= at_most]
+    last = rows.sort_values("step").groupby("trial_id", sort=False).tail(1)
+    return last.set_index("trial_id")[metric]
+
+
+def max_values(trajectories: pd.DataFrame, metric: str, from_step: int = 0) -> pd.Series:
+    """Per trial, the largest value of a scalar metric at steps >= `from_step`."""
+    _check(trajectories, ["trial_id", "step", metric], "trajectories")
+    rows = trajectories[trajectories["step"] >= from_step]
+    return pd.to_numeric(rows[metric], errors="coerce").groupby(rows["trial_id"]).max()
+
+
+def _per_trial(trials: pd.DataFrame, columns: dict[str, pd.Series]) -> pd.DataFrame:
+    frame = _counted(trials).copy()
+    for name, values in columns.items():
+        frame[name] = frame["trial_id"].map(values).astype(float)
+    return frame
+
+
+def _group(frame: pd.DataFrame, by: Sequence[str]):
+    _check(frame, by, "trials")
+    return frame.groupby(list(by), sort=True, dropna=False)
+
+
+def learning_table(trials: pd.DataFrame, trajectories: pd.DataFrame, by: Sequence[str],
+                   thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                   window: tuple[int, int] = (55, 110), stuck_step: int = 190) -> pd.DataFrame:
+    """Snell et al.'s copy numbers per setting: how many seeds learn (accuracy >= threshold)
+    with a 95% Wilson interval, when (median and quartiles of steps_to_learn, how many within
+    `window`), and where the others are stuck (their accuracy at the last step <= stuck_step).
+    """
+    trials = with_outcomes(trials, trajectories, thresholds)
+    frame = _per_trial(trials, {"stuck": final_values(trajectories, "accuracy", stuck_step)})
+    rows = []
+    for key, g in _group(frame, by):
+        learned = g["learned"].fillna(False).astype(bool)
+        steps = g.loc[learned, "steps_to_learn"].astype(float)
+        stuck = g.loc[~learned, "stuck"]
+        low, high = wilson_interval(int(learned.sum()), len(g))
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                     "seeds": len(g), "learned": int(learned.sum()),
+                     "share": learned.mean(), "share_low": float(low), "share_high": float(high),
+                     "steps_median": steps.median(), "steps_q25": steps.quantile(0.25),
+                     "steps_q75": steps.quantile(0.75),
+                     "in_window": int(steps.between(*window).sum()),
+                     "stuck_median": stuck.median(), "stuck_min": stuck.min(),
+                     "stuck_max": stuck.max()})
+    return pd.DataFrame(rows)
+
+
+def ktiw_table(trials: pd.DataFrame, trajectories: pd.DataFrame, by: Sequence[str],
+               thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pd.DataFrame:
+    """The KTIW claim per setting: medians over seeds of the final and best KTIW-probe
+    accuracy, the final uniform-attention and token accuracy, and how many seeds learned."""
+    trials = with_outcomes(trials, trajectories, thresholds)
+    frame = _per_trial(trials, {
+        "ktiw_final": final_values(trajectories, "ktiw_acc"),
+        "ktiw_best": max_values(trajectories, "ktiw_acc"),
+        "uniform_final": final_values(trajectories, "uniform_acc"),
+        "accuracy_final": final_values(trajectories, "accuracy"),
+        "attn_final": final_values(trajectories, "attn_acc")})
+    frame["learned"] = frame["learned"].fillna(False).astype(int)
+    aggregations = {"seeds": ("trial_id", "size"), "learned": ("learned", "sum"),
+                    **{c: (c, "median") for c in ("ktiw_final", "ktiw_best", "uniform_final",
+                                                   "accuracy_final", "attn_final")}}
+    return _group(frame, by).agg(**aggregations).reset_index()
+
+
+def _mean_of_lists(values: pd.Series) -> pd.Series:
+    return values.map(lambda v: float(np.mean(v)) if v is not None and len(v) else np.nan)
+
+
+def topic_table(trials: pd.DataFrame, trajectories: pd.DataFrame, by: Sequence[str],
+                thresholds: Thresholds = DEFAULT_THRESHOLDS, transient: int = 200
+                ) -> pd.DataFrame:
+    """Lu et al.'s numbers per setting: when the loss leaves its ln C plateau (median, first
+    and last seed; `exited` counts seeds that did), final loss, topic attention and topic score
+    (mean over topic words), the identity's largest relative residual over the whole run and
+    after the first `transient` steps (median over seeds), and the largest distractor score."""
+    trials = with_outcomes(trials, trajectories, thresholds)
+    scores = trajectories[["trial_id", "step"]].assign(
+        score=_mean_of_lists(trajectories["topic_score"]))
+    frame = _per_trial(trials, {
+        "loss_final": final_values(trajectories, "loss"),
+        "attention_final": final_values(trajectories, "topic_attention"),
+        "score_final": final_values(scores, "score"),
+        "residual_max": max_values(trajectories, "identity_residual"),
+        "residual_late": max_values(trajectories, "identity_residual", transient),
+        "distractor_max": max_values(trajectories, "distractor_score_max")})
+    frame["exit"] = frame["plateau_exit"].astype(float)
+    aggregations = {"seeds": ("trial_id", "size"), "exited": ("exit", "count"),
+                    "exit_median": ("exit", "median"), "exit_first": ("exit", "min"),
+                    "exit_last": ("exit", "max"),
+                    **{c: (c, "median") for c in ("loss_final", "attention_final", "score_final",
+                                                   "residual_max", "residual_late")},
+                    "distractor_max": ("distractor_max", "max")}
+    return _group(frame, by).agg(**aggregations).reset_index()
+
+
+def markdown(frame: pd.DataFrame, digits: int = 3) -> str:
+    """A GitHub Markdown table; floats to `digits` significant figures, NaN as blank."""
+    def cell(value: object) -> str:
+        if isinstance(value, float | np.floating):
+            return "" if np.isnan(value) else f"{value:.{digits}g}"
+        return str(value)
+
+    lines = ["| " + " | ".join(map(str, frame.columns)) + " |",
+             "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |"
+              for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ the shipped sweeps, end to end
+
+def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
+    """The tables (and figures) of one shipped sweep, or None when it is not stored."""
+    from .load import load
+    from . import plots
+
+    try:
+        res = load(results_root, sweep)
+    except AnalysisInputError:
+        return None
+    trials, traj = res.trials, res.trajectories
+    out = [f"## {sweep}: {len(trials)} trials stored"]
+
+    def draw(fig, name: str) -> None:
+        if figures is not None:
+            out.append(f"![{sweep}]({plots.save(fig, figures / name)})")
+
+    if sweep in ("snell_copy", "snell_multihead", "quick"):
+        by = {"snell_copy": ["task.cooccurrence"], "snell_multihead": ["model.heads"],
+              "quick": ["task.cooccurrence", "task.hardness", "model.heads"]}[sweep]
+        table = learning_table(trials, traj, by)
+        out.append(markdown(table))
+        if sweep == "snell_multihead":
+            draw(plots.share_figure(table, "model.heads"), f"{sweep}_share.png")
+        cells = [dict(zip(by, k if isinstance(k, tuple) else (k,)))
+                 for k in table[by].itertuples(index=False)]
+        draw(plots.seed_lines_figure(trials, traj, cells[:4]), f"{sweep}_seeds.png")
+    elif sweep == "snell_uniform":
+        by = ["task.cooccurrence", "model.attention"]
+        table = ktiw_table(trials, traj, by)
+        out.append(markdown(table))
+        cells = [dict(zip(by, k)) for k in table[by].itertuples(index=False)]
+        draw(plots.trajectory_figure(trials, traj, cells, ("ktiw_acc", "uniform_acc",
+                                                           "accuracy", "attn_acc")),
+             f"{sweep}.png")
+    elif sweep == "snell_phase":
+        by = ["task.cooccurrence", "task.hardness", "model.heads"]
+        out.append(markdown(learning_table(trials, traj, by)[by + ["seeds", "learned"]]))
+    elif sweep in ("lu_topic", "lu_phase"):
+        by = (["model.classifier", "model.train_keys", "model.train_embeddings"]
+              if sweep == "lu_topic" else ["task.cooccurrence", "task.distractors"])
+        table = topic_table(trials, traj, by)
+        out.append(markdown(table))
+        if sweep == "lu_topic":
+            trained = [{"model.classifier": c, "model.train_keys": True,
+                        "model.train_embeddings": True} for c in ("fc", "tc", "tl")]
+            ablations = [{"model.classifier": "fc", "model.train_keys": k,
+                          "model.train_embeddings": e} for k, e in ((False, True), (True, False))]
+            draw(plots.topic_figure(trials, traj, trained), f"{sweep}_identity.png")
+            draw(plots.trajectory_figure(trials, traj, trained + ablations,
+                                         ("loss", "topic_attention")), f"{sweep}_loss.png")
+        else:
+            draw(plots.heatmap_figure(table, "task.distractors", "task.cooccurrence",
+                                      "exit_median", "median step the loss leaves its plateau"),
+                 f"{sweep}_exit.png")
+            draw(plots.heatmap_figure(table, "task.distractors", "task.cooccurrence",
+                                      "attention_final", "final attention on the topic word"),
+                 f"{sweep}_attention.png")
+    return "\n\n".join(out)
+
+
+SHIPPED = ("snell_copy", "snell_multihead", "snell_phase", "snell_uniform", "lu_topic",
+           "lu_phase", "quick")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m analysis.papers", description=__doc__
+                                     .splitlines()[0])
+    parser.add_argument("results", help="the results root holding the shipped sweeps")
+    parser.add_argument("--sweep", action="append", choices=SHIPPED,
+                        help="only these sweeps (default: every one stored)")
+    parser.add_argument("--figures", type=Path, help="write each sweep's figures here (PNG)")
+    args = parser.parse_args(argv)
+    try:
+        sections = [_section(args.results, s, args.figures) for s in args.sweep or SHIPPED]
+    except AnalysisInputError as exc:
+        print(f"analysis.papers: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n\n".join(s for s in sections if s) or "no shipped sweep is stored there")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""The paper-comparison tables (analysis.papers) on hand-built trials and trajectories."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from analysis import plots
+from analysis.errors import AnalysisInputError
+from analysis.papers import (final_values, ktiw_table, learning_table, main, markdown,
+                             topic_table)
+
+
+def _copy_frames():
+    trials = pd.DataFrame({
+        "trial_id": ["learns", "stuck", "broken", "easy"],
+        "status": ["ok", "ok", "failed", "ok"],
+        "task.cooccurrence": [0.0, 0.0, 0.0, 0.5],
+        "model.attention": ["learned"] * 4,
+    })
+    steps = [0, 30, 60, 190, 200]
+    curves = {"learns": [0.1, 0.5, 0.96, 1.0, 1.0], "stuck": [0.1, 0.5, 0.6, 0.65, 0.7],
+              "easy": [0.1, 0.97, 1.0, 1.0, 1.0]}
+    ktiw = {"learns": [0.0, 0.6, 0.9, 1.0, 1.0], "stuck": [0.0, 0.1, 0.3, 0.2, 0.1],
+            "easy": [0.0, 0.8, 1.0, 1.0, 0.9]}
+    rows = [{"trial_id": t, "step": s, "accuracy": a, "ktiw_acc": k, "uniform_acc": a / 2,
+             "attn_acc": a}
+            for t in curves for s, a, k in zip(steps, curves[t], ktiw[t])]
+    return trials, pd.DataFrame(rows)
+
+
+def test_learning_table_counts_seeds_steps_and_stuck_accuracy_per_setting():
+    trials, traj = _copy_frames()
+    table = learning_table(trials, traj, ["task.cooccurrence"]).set_index("task.cooccurrence")
+    hard, easy = table.loc[0.0], table.loc[0.5]
+    assert (hard["seeds"], hard["learned"], hard["share"]) == (2, 1, 0.5)  # failed not counted
+    assert hard["steps_median"] == 60 and hard["in_window"] == 1
+    assert hard["stuck_median"] == pytest.approx(0.65)  # at step 190, not the final 0.7
+    assert 0 < hard["share_low"] < 0.5 < hard["share_high"] < 1
+    assert (easy["learned"], easy["steps_median"], easy["in_window"]) == (1, 30, 0)
+    assert math.isnan(easy["stuck_median"])
+
+
+def test_learning_table_follows_the_threshold():
+    trials, traj = _copy_frames()
+    from analysis import Thresholds
+
+    table = learning_table(trials, traj, ["task.cooccurrence"], Thresholds(accuracy=0.6))
+    hard = table.set_index("task.cooccurrence").loc[0.0]
+    assert hard["learned"] == 2 and hard["steps_median"] == pytest.approx((60 + 60) / 2)
+
+
+def test_ktiw_table_takes_final_and_best_probe_accuracy():
+    trials, traj = _copy_frames()
+    table = ktiw_table(trials, traj, ["task.cooccurrence"]).set_index("task.cooccurrence")
+    assert table.loc[0.0, "ktiw_final"] == pytest.approx((1.0 + 0.1) / 2)
+    assert table.loc[0.0, "ktiw_best"] == pytest.approx((1.0 + 0.3) / 2)
+    assert table.loc[0.5, "ktiw_best"] == 1.0 and table.loc[0.5, "ktiw_final"] == 0.9
+    assert table.loc[0.5, "uniform_final"] == 0.5
+    assert list(table["learned"]) == [1, 1]
+
+
+def test_final_values_respect_the_step_limit():
+    _, traj = _copy_frames()
+    assert final_values(traj, "accuracy")["stuck"] == 0.7
+    assert final_values(traj, "accuracy", at_most=60)["stuck"] == 0.6
+
+
+def _topic_frames():
+    trials = pd.DataFrame({"trial_id": ["a", "b"], "status": ["ok", "ok"],
+                           "task.classes": [4, 4], "model.classifier": ["fc", "fc"]})
+    rows = []
+    for tid, exit_step in (("a", 100), ("b", 300)):
+        for s in range(0, 401, 50):
+            rows.append({"trial_id": tid, "step": s, "accuracy": 1.0,
+                         "loss": 1.38 if s < exit_step else 0.1,
+                         "topic_attention": s / 1000, "topic_score": [s / 100, s / 50],
+                         "identity_residual": 0.05 if s == 50 else 0.004,
+                         "distractor_score_max": 0.01 if tid == "a" else 0.03})
+    return trials, pd.DataFrame(rows)
+
+
+def test_topic_table_finds_plateau_exits_and_the_identity_residual_after_the_transient():
+    trials, traj = _topic_frames()
+    row = topic_table(trials, traj, ["model.classifier"]).iloc[0]
+    assert (row["seeds"], row["exited"], row["exit_first"], row["exit_last"]) == (2, 2, 100, 300)
+    assert row["exit_median"] == 200
+    assert row["score_final"] == pytest.approx((4 + 8) / 2)
+    assert row["attention_final"] == pytest.approx(0.4)
+    assert row["residual_max"] == pytest.approx(0.05)
+    assert row["residual_late"] == pytest.approx(0.004)
+    assert row["distractor_max"] == pytest.approx(0.03)
+
+
+def test_tables_name_a_missing_column():
+    trials, traj = _copy_frames()
+    with pytest.raises(AnalysisInputError, match="model.heads"):
+        learning_table(trials, traj, ["model.heads"])
+
+
+def test_markdown_renders_rows_and_blanks_for_nan():
+    text = markdown(pd.DataFrame({"c": [0.0, 0.5], "share": [0.61234, float("nan")]}))
+    assert text.splitlines() == ["| c | share |", "|---|---|", "| 0 | 0.612 |", "| 0.5 |  |"]
+
+
+def test_paper_figures_draw_from_the_tables():
+    trials, traj = _copy_frames()
+    table = learning_table(trials, traj, ["task.cooccurrence"])
+    assert len(plots.share_figure(table, "task.cooccurrence").axes) == 1
+    cells = [{"task.cooccurrence": 0.0}, {"task.cooccurrence": 0.5}]
+    fig = plots.seed_lines_figure(trials, traj, cells)
+    assert [len(ax.lines) for ax in fig.axes] == [2, 1]  # one line per counted seed
+    heat = plots.heatmap_figure(table, "task.cooccurrence", "seeds", "share", "share")
+    assert len(heat.axes[0].texts) == 2
+
+
+def test_papers_command_on_a_real_store(tmp_path, capsys):
+    from tests.analysis_fixtures import small_copy_sweep
+
+    small_copy_sweep(tmp_path, name="quick")
+    assert main([str(tmp_path), "--figures", str(tmp_path / "fig")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## quick:") and "| task.cooccurrence |" in out
+    assert (tmp_path / "fig" / "quick_seeds.png").stat().st_size > 1000
