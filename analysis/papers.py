@@ -159,8 +159,8 @@ def markdown(frame: pd.DataFrame, digits: int = 3) -> str:
 
 def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
     """The tables (and figures) of one shipped sweep, or None when it is not stored."""
-    from .load import load
     from . import plots
+    from .load import load
 
     try:
         res = load(results_root, sweep)

@@ -9,8 +9,7 @@ import pytest
 
 from analysis import plots
 from analysis.errors import AnalysisInputError
-from analysis.papers import (final_values, ktiw_table, learning_table, main, markdown,
-                             topic_table)
+from analysis.papers import final_values, ktiw_table, learning_table, main, markdown, topic_table
 
 
 def _copy_frames():
