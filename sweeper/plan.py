@@ -81,23 +81,45 @@ def expand(sweep: SweepFile) -> list[TrialSpec]:
     return specs
 
 
-def auto_pack_size(group_size: int, workers: int, device: str) -> int:
-    """Enough packs to keep every worker busy, each as large as that allows (capped)."""
-    cap = MAX_GPU_PACK if device.startswith("cuda") else MAX_CPU_PACK
-    return max(1, min(cap, math.ceil(group_size / max(1, workers))))
+def pack_counts(group_sizes: list[int], workers: int, cap: int) -> list[int]:
+    """How many packs to cut each group into: as few as the cap allows, then more (splitting
+    the group with the largest packs) only while there are fewer packs than workers.
+
+    A sweep with more shape groups than workers keeps its groups whole (up to the cap): packs
+    only gain from size, and splitting them further would just add rounds of fixed cost.
+    """
+    counts = [math.ceil(n / cap) for n in group_sizes]
+    while sum(counts) < workers:
+        splittable = [i for i, n in enumerate(group_sizes) if counts[i] < n]
+        if not splittable:
+            break
+        i = max(splittable, key=lambda j: group_sizes[j] / counts[j])
+        counts[i] += 1
+    return counts
+
+
+def _cut(group: list[TrialSpec], parts: int) -> list[list[TrialSpec]]:
+    """`parts` packs of near-equal size, in order."""
+    size, extra = divmod(len(group), parts)
+    bounds = [i * size + min(i, extra) for i in range(parts + 1)]
+    return [group[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def form_packs(specs: Iterable[TrialSpec], pack_size: int | None,
                workers: int = 1) -> list[list[TrialSpec]]:
-    """Group specs by pack key (first-seen order), then cut each group into packs."""
+    """Group specs by pack key (first-seen order), then cut each group into packs: of
+    `pack_size` when given, else as `pack_counts` says (capped per device)."""
     groups: dict[tuple, list[TrialSpec]] = {}
     for spec in specs:
         groups.setdefault(spec.pack_key(), []).append(spec)
-    packs = []
-    for group in groups.values():
-        size = pack_size or auto_pack_size(len(group), workers, group[0].device)
-        packs += [group[i:i + size] for i in range(0, len(group), size)]
-    return packs
+    if not groups:
+        return []
+    members = list(groups.values())
+    if pack_size:
+        return [g[i:i + pack_size] for g in members for i in range(0, len(g), pack_size)]
+    cap = MAX_GPU_PACK if members[0][0].device.startswith("cuda") else MAX_CPU_PACK
+    counts = pack_counts([len(g) for g in members], max(1, workers), cap)
+    return [pack for g, n in zip(members, counts) for pack in _cut(g, n)]
 
 
 @dataclass

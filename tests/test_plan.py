@@ -24,7 +24,7 @@ from sweep_helpers import (
 
 import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.cli import main
-from sweeper.plan import MAX_CPU_PACK, cells, expand, form_packs, make_plan
+from sweeper.plan import MAX_CPU_PACK, cells, expand, form_packs, make_plan, pack_counts
 from sweeper.search_space import parse_sweep
 from sweeper.store import Store
 
@@ -186,11 +186,22 @@ def test_form_packs_keeps_every_spec_once_with_one_pack_key(drawn, pack_size, wo
         assert len(packs) == sum(math.ceil(n / pack_size) for n in by_key.values())
 
 
-def test_auto_pack_size_fills_the_workers():
-    specs = expand(parse_sweep(sweep_text(variant(seeds=8))))
-    packs = form_packs(specs, None, workers=2)  # 2 shapes x 8 seeds, 2 workers
-    assert sorted(len(p) for p in packs) == [4, 4, 4, 4]
-    assert len(form_packs(specs, None, workers=1)) == 2
+def test_automatic_packs_split_shape_groups_only_until_every_worker_has_one():
+    specs = expand(parse_sweep(sweep_text(variant(  # 2 shapes (heads) x 8 seeds
+        seeds=8, **{"axes.task.cooccurrence": {"grid": [0.0]},
+                    "axes.model": {"heads": {"grid": [1, 2]}}}))))
+    sizes = lambda workers: sorted(len(p) for p in form_packs(specs, None, workers))  # noqa: E731
+    assert sizes(1) == sizes(2) == [8, 8]
+    assert sizes(3) == [4, 4, 8]
+    assert sizes(4) == [4, 4, 4, 4]
+    assert sizes(100) == [1] * 16
+
+
+def test_pack_counts_keep_groups_whole_up_to_the_cap():
+    assert pack_counts([12] * 6, workers=2, cap=16) == [1] * 6  # the quick sweep's shape
+    assert pack_counts([40], workers=1, cap=16) == [3]
+    assert pack_counts([40, 2], workers=8, cap=16) == [7, 1]  # the largest packs split first
+    assert pack_counts([1, 1], workers=8, cap=16) == [1, 1]
 
 
 def test_plan_pending_skips_stored_ids():

@@ -197,6 +197,38 @@ def test_copy_with_repetition_and_vocab_below_length_keeps_block_tokens_in_range
     assert int(b.src[..., :-1].max()) < task.content_tokens
 
 
+def test_copy_with_repetition_and_vocab_below_length_still_gives_length_tokens():
+    task = make_task("copy-v1", length=6, vocab=3, repeat=True)
+    b = CopySampler([task], [0]).sample(50)
+    assert b.src.shape == b.tgt.shape == b.dec_in.shape == (1, 50, task.seq_len)
+
+
+def test_copy_tasks_with_vocabularies_within_a_factor_two_share_a_pack_shape():
+    shape = lambda **kw: make_task("copy-v1", length=8, **kw).shape()  # noqa: E731
+    assert shape(cooccurrence=0.0) == shape(cooccurrence=0.25) == shape(cooccurrence=0.5)
+    assert shape(cooccurrence=0.0) != shape(cooccurrence=1.0)  # N + 2 = 10 and 18
+    assert shape(cooccurrence=0.0) != make_task("copy-v1", length=9).shape()
+
+
+@pytest.mark.parametrize("repeat", [False, True])
+def test_copy_sampler_with_mixed_vocabularies_draws_what_each_task_draws_alone(repeat):
+    tasks = [make_task("copy-v1", length=5, vocab=n, hardness=0.3, repeat=repeat,
+                       mapping="permutation") for n in (10, 14, 12)]
+    packed = CopySampler(tasks, [3, 4, 5])
+    assert packed.symbols == 16
+    for step in range(2):
+        both = packed.sample(32, eval=step == 1)
+        for k, (task, seed) in enumerate(zip(tasks, [3, 4, 5])):
+            alone = CopySampler([task], [seed])
+            if step == 1:
+                alone.sample(32)  # the eval stream is its own: skipping training draws is fine
+            one = alone.sample(32, eval=step == 1)
+            for name in ("src", "dec_in", "tgt", "is_block"):
+                assert torch.equal(getattr(both, name)[k], getattr(one, name)[0]), (k, name)
+            assert int(both.src[k, :, -1].unique()) == task.eos
+            assert int(both.dec_in[k, :, 0].unique()) == task.sos
+
+
 @pytest.mark.parametrize("length,cooccurrence", [(6, 0.5), (5, 1.0), (4, 0.0)])
 def test_copy_measured_lift_matches_n_minus_1_over_l_minus_1(length, cooccurrence):
     """P(j in sequence | i in sequence) = (L-1)/(N-1) for every ordered pair i != j, and the lift

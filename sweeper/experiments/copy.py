@@ -25,8 +25,8 @@ class CopyExperiment:
         seeds = [s.seed for s in specs]
         tasks = [s.make_task() for s in specs]
         self.sampler = CopySampler(tasks, seeds, device)
-        self.model = Seq2Seq(specs[0].make_model_config(), tasks[0].symbols, seeds, dtype,
-                             device)
+        self.model = Seq2Seq(specs[0].make_model_config(), [t.symbols for t in tasks], seeds,
+                             dtype, device)
         self.batch_size = specs[0].train["batch_size"]
         self.eval_size = specs[0].train["eval_size"]
 

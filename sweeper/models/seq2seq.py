@@ -96,18 +96,37 @@ def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 class Seq2Seq(nn.Module):
-    def __init__(self, cfg: Seq2SeqConfig, symbols: int, seeds: list[int],
+    def __init__(self, cfg: Seq2SeqConfig, symbols: int | list[int], seeds: list[int],
                  dtype: torch.dtype = torch.float32, device: str = "cpu"):
+        """`symbols`: the vocabulary size V, or one per model (V_k) when a pack mixes them."""
         super().__init__()
-        self.cfg, self.symbols = cfg, symbols
+        per_symbols = symbols if isinstance(symbols, list) else [symbols] * len(seeds)
+        self.cfg, self.symbols = cfg, max(per_symbols)
         self.gates = 4 if cfg.cell == "lstm" else 3
-        per_model = [self._init_one(generator(s, "init")) for s in seeds]
+        per_model = [self._pad(self._init_one(generator(s, "init"), v), v)
+                     for s, v in zip(seeds, per_symbols)]
         for name, value in I.stack(per_model, dtype, device).items():
             self.register_parameter(name, nn.Parameter(value))
+        # 0 for each model's own symbols, -inf past them: a padded symbol is never predicted,
+        # its softmax weight is exactly 0, so its rows and columns get no gradient and stay 0.
+        mask = torch.zeros(len(seeds), self.symbols, dtype=dtype, device=device)
+        for k, v in enumerate(per_symbols):
+            mask[k, v:] = float("-inf")
+        self.register_buffer("logit_mask", mask if min(per_symbols) < self.symbols else None)
 
-    def _init_one(self, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    def _pad(self, p: dict[str, torch.Tensor], symbols: int) -> dict[str, torch.Tensor]:
+        """One model's parameters padded with zeros from its V_k symbols to the pack's V."""
+        extra = self.symbols - symbols
+        if extra:
+            for name in ("embed", "dec_embed"):
+                if name in p:
+                    p[name] = F.pad(p[name], (0, 0, 0, extra))
+            p["w_o"], p["b_o"] = F.pad(p["w_o"], (0, extra)), F.pad(p["b_o"], (0, extra))
+        return p
+
+    def _init_one(self, gen: torch.Generator, V: int) -> dict[str, torch.Tensor]:
         """One model's parameters, as PyTorch's modules would initialise them."""
-        d, H, V, G = self.cfg.width, self.cfg.heads, self.symbols, self.gates
+        d, H, G = self.cfg.width, self.cfg.heads, self.gates
         rnn = 1 / math.sqrt(d)
         p = {"embed": I.normal((V, d), 1.0, gen)}
         if not self.cfg.shared_embedding:
@@ -208,7 +227,10 @@ class Seq2Seq(nn.Module):
         w_c2 = self.w_c * 2
         dec_part = linear(dec, w_c2[:, :d]) + (self.b_c * 2).view(*bias, d)
         u = torch.sigmoid(dec_part + linear(ctx, w_c2[:, d:]))
-        return linear(u, self.w_o * 2) + (self.b_o - self.w_o.sum(dim=1)).view(*bias, -1)
+        out_bias = self.b_o - self.w_o.sum(dim=1)  # [K, V]
+        if self.logit_mask is not None:
+            out_bias = out_bias + self.logit_mask
+        return linear(u, self.w_o * 2) + out_bias.view(*bias, -1)
 
     # -- the model -------------------------------------------------------------------------
     def states(self, src: torch.Tensor, dec_in: torch.Tensor) -> tuple:
