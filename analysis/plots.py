@@ -54,8 +54,16 @@ def axis_label(column: str | None) -> str:
     return LABELS.get(column, column)
 
 
+BOOLEAN_WORDS = {"model.train_keys": ("keys frozen", "keys trained"),
+                 "model.train_embeddings": ("embeddings frozen", "embeddings trained"),
+                 "model.shared_embedding": ("separate embeddings", "shared embedding"),
+                 "task.repeat": ("no repetition", "repetition")}
+
+
 def value_label(column: str | None, value: object) -> str:
     """'H = 4' for (model.heads, 4); 'classifier tc' where no symbol exists."""
+    if column in BOOLEAN_WORDS and isinstance(value, bool | np.bool_):
+        return BOOLEAN_WORDS[column][int(value)]
     text = f"{value:g}" if isinstance(value, float) else str(value)
     if column in SYMBOLS:
         return f"{SYMBOLS[column]} = {text}"
