@@ -447,7 +447,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and pack sizes")
     parser.add_argument("--workloads", default=",".join(WORKLOADS),
-                        help="comma-separated, of " + ", ".join(WORKLOADS))
+                        help="comma-separated, of " + ", ".join(WORKLOADS) + " (empty: none, "
+                             "e.g. with --sweep alone)")
     parser.add_argument("--before", metavar="REV", help="also (b) with the code of commit REV")
     parser.add_argument("--no-tune", action="store_true", help="skip (a), Ray Tune")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain scripts")
@@ -473,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}", flush=True)
     rows: list[Row] = []
     shape_peaks = {}
-    for name in args.workloads.split(","):
+    for name in filter(None, args.workloads.split(",")):
         w = WORKLOADS[name]
         steps = args.steps or (w.quick_steps if args.quick else w.steps)
         packs = w.quick_packs if args.quick else w.packs
@@ -514,8 +515,9 @@ def main(argv: list[str] | None = None) -> int:
                     add("(a) tune", 1, 1, tune[1], "steady state: time between trials' ends")
         for K in packs:
             add("(c) packed", K, K, best(run_packed, w, K, steps))
-    print()
-    print_table(rows, peak, shape_peaks)
+    if rows:
+        print()
+        print_table(rows, peak, shape_peaks)
     sweep = {}
     if args.sweep:
         repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
