@@ -70,6 +70,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from dataclasses import replace
 
         sweep = replace(sweep, retries=args.retries)
+    if args.device is not None:
+        sweep = with_device(sweep, args.device)
+    if sweep.device != "cpu" and (args.executor == "local" or args.address is None):
+        check_cuda_here(sweep.device)
     store = Store.open(_results_root(args, sweep))
     make_plan(sweep, set())  # expand once up front: a bad cell fails before anything is written
     if args.executor == "local" and sweep.search.type == "optuna":
@@ -81,10 +85,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         with executor:
             executor.check_results_reachable(store)  # before anything is written
-            workers = executor.workers(sweep.resources["cpu"])
+            workers = executor.workers(sweep.resources["cpu"], sweep.resources["gpu"])
             summary = run_sweep(sweep, store, executor, args.pack_size, workers)
     print(summary_text(store, sweep, summary))
     return 0
+
+
+def with_device(sweep, device: str):
+    """The sweep on another device; on a GPU each pack asks Ray for one GPU unless the file's
+    `resources.gpu` says otherwise (packs are sized to fill it: plan.MAX_GPU_PACK)."""
+    from dataclasses import replace
+
+    from sweeper.spec import make_spec
+
+    fixed = sweep.fixed
+    make_spec(sweep.task, sweep.model, fixed["task"], fixed["model"], fixed["train"], 0, device)
+    resources = dict(sweep.resources)
+    if device.startswith("cuda") and not resources["gpu"]:
+        resources["gpu"] = 1
+    return replace(sweep, device=device, resources=resources)
+
+
+def check_cuda_here(device: str) -> None:
+    """A CUDA device must exist on this machine when the packs train here (local executor or
+    embedded Ray); on a cluster (--address) the workers' GPUs are Ray's to find."""
+    import torch
+
+    index = int(device.split(":")[1]) if ":" in device else 0
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if index >= count:
+        raise SweeperInputError(f"device: got {device!r}, but this machine has {count} CUDA "
+                                f"device(s); allowed here: cpu" +
+                                (f", cuda, cuda:0..{count - 1}" if count else ""))
 
 
 def summary_text(store, sweep, summary: dict[str, Any]) -> str:
@@ -202,6 +234,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ray (Ray Tune) or local (in this process, no Ray)")
     p.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray (default: all)")
     p.add_argument("--retries", type=int, help="override the file's retries")
+    p.add_argument("--device", help="override the file's device: cpu, cuda or cuda:N")
     p.add_argument("--results-shared", action="store_true",
                    help="the local results path is a filesystem every node shares")
     p.add_argument("-v", "--verbose", action="store_true", help="show the workers' output")

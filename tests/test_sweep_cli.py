@@ -201,6 +201,33 @@ def test_optuna_on_the_local_executor_is_refused_before_writing(tmp_path):
     assert all_files(results) == [], "a refused run wrote files"
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a GPU")
+@pytest.mark.parametrize("executor", ["local", "ray"])
+@pytest.mark.parametrize("device", ["cuda", "cuda:1", "tpu"])
+def test_a_device_this_machine_lacks_is_refused_before_writing(device, executor, tmp_path):
+    sweep_file = write_sweep(tmp_path / "tiny.yaml", variant())
+    results = tmp_path / "results"
+    results.mkdir()
+    rc, out, err = cli(["run", sweep_file, "--results", results, "--executor", executor,
+                        "--device", device])
+    assert rc == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1 and "device" in err and "allowed" in err, err
+    assert all_files(results) == [], "a refused run wrote files"
+
+
+def test_with_device_gives_each_pack_a_gpu_and_sizes_packs_for_it(tmp_path):
+    from sweeper.plan import MAX_CPU_PACK, form_packs
+    from sweeper.sweep_commands import with_device
+
+    sweep = load_sweep(write_sweep(tmp_path / "s.yaml", variant(seeds=40)))
+    on_gpu = with_device(sweep, "cuda")
+    assert on_gpu.device == "cuda" and on_gpu.resources == {"cpu": 1, "gpu": 1}
+    specs = expand(on_gpu)
+    assert {s.device for s in specs} == {"cuda"}
+    assert [len(p) for p in form_packs(specs, None, workers=1)] == [80]  # one pack fills a GPU
+    assert max(len(p) for p in form_packs(expand(sweep), None, 1)) <= MAX_CPU_PACK
+
+
 @pytest.mark.parametrize("command", ["status", "compact"])
 def test_unknown_or_escaping_sweep_names_are_input_errors(command, tmp_path):
     results = tmp_path / "results"

@@ -185,9 +185,13 @@ class RayTuneExecutor:
     def __exit__(self, *exc) -> None:
         ray.shutdown()
 
-    def workers(self, cpu_per_trial: float) -> int:
-        cpus = ray.cluster_resources().get("CPU", 1)
-        return max(1, int(cpus // max(cpu_per_trial, 1e-9)))
+    def workers(self, cpu_per_trial: float, gpu_per_trial: float = 0) -> int:
+        """Packs that can run at once: by CPUs, and by GPUs when each pack takes some."""
+        resources = ray.cluster_resources()
+        slots = resources.get("CPU", 1) // max(cpu_per_trial, 1e-9)
+        if gpu_per_trial:
+            slots = min(slots, resources.get("GPU", 0) // gpu_per_trial)
+        return max(1, int(slots))
 
     def nodes(self) -> int:
         return sum(1 for n in ray.nodes() if n.get("Alive"))
