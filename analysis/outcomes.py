@@ -20,7 +20,8 @@ OUTCOME_COLUMNS = ("learned", "steps_to_learn", "attention_onset", "ktiw_onset",
 class Thresholds:
     """accuracy: a trial has learned once `accuracy` >= this. attention, ktiw: the onsets are
     the first steps with `attn_acc`, `ktiw_acc` >= these. plateau: topic task, the plateau is
-    left when the loss falls below plateau * ln(C)."""
+    left when the loss falls this fraction of the way from its floor up to ln(C) (the floor is
+    0 at co-occurrence 1, so then: below plateau * ln(C))."""
 
     accuracy: float = 0.95
     attention: float = 0.5
@@ -99,14 +100,31 @@ def _onset(trajectories: pd.DataFrame, keys: list[str], metric: str, level: floa
     return first_step(trajectories, keys, values >= level).reindex(index).astype("Int64")
 
 
+def label_entropy(classes: np.ndarray, rho: np.ndarray) -> np.ndarray:
+    """H(y | topic word), the topic task's loss floor: the topic word is of the sentence's
+    class with probability rho, else of one of the C - 1 others (sweeper.outcomes has the same
+    formula; analysis does not import sweeper)."""
+    other = (1 - rho) / np.maximum(classes - 1, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -(np.where(rho > 0, rho * np.log(rho), 0.0)
+                 + np.where(rho < 1, (1 - rho) * np.log(other), 0.0))
+
+
 def _plateau_exit(trajectories: pd.DataFrame, trials: pd.DataFrame | None, keys: list[str],
                   thresholds: Thresholds, index: pd.Index) -> pd.Series:
-    """Topic task: the first step with loss < plateau * ln(C), C = task.classes."""
+    """Topic task: the first step with loss < plateau * ln(C) + (1 - plateau) * H, C =
+    task.classes and H the loss floor set by task.cooccurrence (0 when rho = 1)."""
     loss = _metric(trajectories, "loss")
     if loss is None or trials is None or "task.classes" not in trials.columns:
         return pd.Series(pd.NA, index=index, dtype="Int64")
-    classes = trials.drop_duplicates(keys).set_index(keys)["task.classes"].astype(float)
-    level = thresholds.plateau * np.log(classes.reindex(_index(trajectories, keys)).to_numpy())
+    config = trials.drop_duplicates(keys).set_index(keys)
+    rows = _index(trajectories, keys)
+    classes = config["task.classes"].astype(float).reindex(rows).to_numpy()
+    rho = (config["task.cooccurrence"].astype(float).reindex(rows).to_numpy()
+           if "task.cooccurrence" in config.columns else np.ones_like(classes))
+    rho = np.where(np.isnan(rho), 1.0, rho)
+    level = (thresholds.plateau * np.log(classes)
+             + (1 - thresholds.plateau) * label_entropy(classes, rho))
     hit = pd.Series(loss.to_numpy() < level, index=trajectories.index)  # NaN level: False
     return first_step(trajectories, keys, hit).reindex(index).astype("Int64")
 

@@ -23,6 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .outcomes import label_entropy
+
 SCHEMA_VERSION = 1
 TEMP_PREFIX = ".tmp-"
 
@@ -245,7 +247,8 @@ def _topic_curves(pack: _Pack, rng: np.random.Generator) -> None:
     rhs = 2 * score + (2 / m[:, None, None]) * (np.exp(score) - 1)
     lhs = rhs * (1 + rng.normal(0, 0.002, rhs.shape))
     sc, ls = pack.scalars, pack.lists
-    sc["loss"] = math.log(n_classes) * (1 - rise) + 0.01
+    floor = label_entropy(np.full(k, n_classes, dtype=float), rho)[:, None]  # weak rho: higher
+    sc["loss"] = floor + (math.log(n_classes) - floor) * (1 - rise) + 0.01
     sc["accuracy"] = np.clip(0.25 + 0.76 * rise + rng.normal(0, 0.005, rise.shape), 0, 1)
     sc["val_accuracy"] = np.clip(sc["accuracy"] + rng.normal(0, 0.01, rise.shape), 0, 1)
     sc["topic_attention"] = np.exp(score).mean(axis=2) / (np.exp(score).mean(axis=2) + m[:, None])
@@ -267,9 +270,13 @@ def _outcomes(pack: _Pack, topic: bool) -> pd.DataFrame:
     for name, metric in (("attention_onset", "attn_acc"), ("ktiw_onset", "ktiw_acc")):
         out[name] = (np.full(len(rows), np.nan) if topic
                      else _first_step(rows & (sc[metric] >= 0.5), steps))
-    n_classes = pack.trials["task.classes"].to_numpy(float) if topic else None
-    out["plateau_exit"] = (_first_step(rows & (sc["loss"] < np.log(n_classes)[:, None] / 2),
-                                       steps) if topic else np.full(len(rows), np.nan))
+    if topic:
+        n_classes = pack.trials["task.classes"].to_numpy(float)
+        rho = pack.trials["task.cooccurrence"].to_numpy(float)
+        level = (np.log(n_classes) + label_entropy(n_classes, rho)) / 2
+        out["plateau_exit"] = _first_step(rows & (sc["loss"] < level[:, None]), steps)
+    else:
+        out["plateau_exit"] = np.full(len(rows), np.nan)
     for name in sc:
         masked = np.where(rows, sc[name], np.nan)
         last = rows.sum(axis=1) - 1

@@ -14,6 +14,7 @@ from sweeper.trajectory import scalar_metrics
 ACCURACY_THRESHOLD = 0.95
 ATTENTION_THRESHOLD = 0.5
 KTIW_THRESHOLD = 0.5
+PLATEAU_FRACTION = 0.5
 
 
 def first_step_at_or_above(steps: Sequence[int], values: Sequence[float],
@@ -24,7 +25,29 @@ def first_step_at_or_above(steps: Sequence[int], values: Sequence[float],
     return None
 
 
+def label_entropy(classes: int, rho: float) -> float:
+    """H(y | topic word) of the topic task: the loss floor when the topic word is of the
+    sentence's class with probability rho, else of one of the C - 1 others uniformly."""
+    terms = [(rho, rho), (1 - rho, (1 - rho) / max(classes - 1, 1))]
+    return -sum(mass * math.log(p) for mass, p in terms if mass > 0)
+
+
+def plateau_level(classes: int, rho: float = 1.0, fraction: float = PLATEAU_FRACTION) -> float:
+    """The loss below which the topic task has left its ln C plateau: `fraction` of the way
+    from the floor H(y | topic word) up to ln C (fraction * ln C when rho = 1), so that weak
+    co-occurrence, whose loss cannot fall far, is judged against what it can reach."""
+    return fraction * math.log(classes) + (1 - fraction) * label_entropy(classes, rho)
+
+
+def trial_outcomes(spec, columns: Mapping[str, Sequence]) -> dict[str, object]:
+    """`derive_outcomes` with what the spec's task says (topic: classes and rho)."""
+    params = spec.task_params
+    return derive_outcomes(spec.family, columns, classes=params.get("classes"),
+                           cooccurrence=params.get("cooccurrence", 1.0))
+
+
 def derive_outcomes(family: str, columns: Mapping[str, Sequence], *, classes: int | None = None,
+                    cooccurrence: float = 1.0,
                     accuracy_threshold: float = ACCURACY_THRESHOLD,
                     attention_threshold: float = ATTENTION_THRESHOLD,
                     ktiw_threshold: float = KTIW_THRESHOLD) -> dict[str, object]:
@@ -41,8 +64,8 @@ def derive_outcomes(family: str, columns: Mapping[str, Sequence], *, classes: in
                          if "ktiw_acc" in columns else None)
     plateau = None
     if family == "topic" and classes:
-        below = [-v for v in columns["loss"]]  # first step with loss < ln(C) / 2
-        plateau = first_step_at_or_above(steps, below, -math.log(classes) / 2)
+        below = [-v for v in columns["loss"]]  # first step with loss < the plateau level
+        plateau = first_step_at_or_above(steps, below, -plateau_level(classes, cooccurrence))
     out["plateau_exit"] = plateau
     for metric in scalar_metrics(family):
         values = [v for v in columns[metric.name] if v is not None and not math.isnan(v)]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeper import __version__
-from sweeper.outcomes import derive_outcomes
+from sweeper.outcomes import trial_outcomes
 from sweeper.plan import Plan, form_packs, make_plan
 from sweeper.search_space import SweepFile
 from sweeper.spec import TrialSpec
@@ -126,8 +126,7 @@ def partial_result(spec: TrialSpec, rows: list[tuple[int, dict]], status: str,
 
     names = [m.name for m in METRICS[spec.family]]
     trajectory = {"step": [s for s, _ in rows], **{n: [r[n] for _, r in rows] for n in names}}
-    outcomes = derive_outcomes(spec.family, trajectory,
-                               classes=spec.task_params.get("classes"))
+    outcomes = trial_outcomes(spec, trajectory)
     return TrialResult(spec, status, trajectory, outcomes, wall_time_s)
 
 

@@ -22,7 +22,7 @@ import torch
 from sweeper.errors import SweeperError
 from sweeper.experiments import make_experiment
 from sweeper.optim import PackedOptimizer
-from sweeper.outcomes import derive_outcomes
+from sweeper.outcomes import trial_outcomes
 from sweeper.spec import TrialSpec
 from sweeper.trajectory import METRICS
 
@@ -104,8 +104,7 @@ def _to_rows(metrics: dict[str, torch.Tensor], alive: torch.Tensor) -> list[dict
 
 def _result(spec: TrialSpec, trajectory: dict[str, list], diverged_step: int | None,
             wall: float) -> TrialResult:
-    classes = spec.task_params.get("classes")
-    outcomes = derive_outcomes(spec.family, trajectory, classes=classes)
+    outcomes = trial_outcomes(spec, trajectory)
     if diverged_step is None:
         return TrialResult(spec, "ok", trajectory, outcomes, wall)
     error = f"loss was not finite at step {diverged_step}"

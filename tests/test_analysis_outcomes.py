@@ -81,6 +81,41 @@ def test_topic_trajectories_without_attention_columns():
     assert lower["plateau_exit"] == 250
 
 
+def test_weak_cooccurrence_leaves_the_plateau_halfway_to_its_own_loss_floor():
+    # rho = 0.6, C = 4: the floor H(y | topic word) = 1.112, halfway to ln 4: 1.249. A loss of
+    # 1.2 has left the plateau although it is far above ln 4 / 2.
+    rows = pd.concat([trajectory(t, [0, 250, 500], accuracy=[0.25, 0.6, 0.6],
+                                 loss=[1.386, 1.3, 1.2]) for t in ("weak", "full")])
+    trials = pd.DataFrame({"sweep": "s", "trial_id": ["weak", "full"], "task.classes": [4, 4],
+                           "task.cooccurrence": [0.6, 1.0]})
+    out = by_trial(recompute_outcomes(rows, trials))
+    assert out["weak"]["plateau_exit"] == 500
+    assert pd.isna(out["full"]["plateau_exit"])  # rho = 1: still needs loss < 0.693
+
+
+@pytest.mark.parametrize("classes,rho,expected", [
+    (4, 1.0, 0.0), (4, 0.25, math.log(4)), (2, 0.5, math.log(2)),
+    (4, 0.8, -0.8 * math.log(0.8) - 0.2 * math.log(0.2 / 3)), (4, 0.0, math.log(3))])
+def test_label_entropy_on_hand_worked_cases_in_both_packages(classes, rho, expected):
+    import numpy as np
+
+    from analysis.outcomes import label_entropy as analysis_entropy
+    from sweeper.outcomes import derive_outcomes, label_entropy, plateau_level
+
+    assert label_entropy(classes, rho) == pytest.approx(expected, abs=1e-12)
+    assert float(analysis_entropy(np.array([classes]), np.array([rho]))[0]) == pytest.approx(
+        expected, abs=1e-12)
+    level = plateau_level(classes, rho)
+    assert level == pytest.approx((math.log(classes) + expected) / 2)
+    # the trainer's stored outcome uses the same level
+    from sweeper.trajectory import scalar_metrics
+
+    traj = {"step": [0, 50, 100], **{m.name: [0.0] * 3 for m in scalar_metrics("topic")},
+            "loss": [level + 0.5, level + 1e-9, level - 1e-9]}
+    assert derive_outcomes("topic", traj, classes=classes, cooccurrence=rho)[
+        "plateau_exit"] == 100
+
+
 def test_missing_accuracy_is_an_input_error():
     with pytest.raises(AnalysisInputError, match="no 'accuracy' column"):
         recompute_outcomes(trajectory("t", [0], loss=[1.0]))
