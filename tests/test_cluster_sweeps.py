@@ -46,10 +46,14 @@ def cluster():
     from ray.cluster_utils import Cluster
 
     dashboard = _free_port()
+    # Each node's dashboard agent on a free port: the default (52365) is taken by any other Ray
+    # on this machine, and the job API (sweeper submit) needs the head's agent.
     c = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": True,
-        "dashboard_host": "127.0.0.1", "dashboard_port": dashboard})
-    worker = c.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+        "dashboard_host": "127.0.0.1", "dashboard_port": dashboard,
+        "dashboard_agent_listen_port": _free_port()})
+    worker = c.add_node(num_cpus=1, node_ip_address="127.0.0.1",
+                        dashboard_agent_listen_port=_free_port())
     c.wait_for_nodes()
     c.dashboard_url = f"http://127.0.0.1:{dashboard}"
     c.worker = worker
