@@ -141,12 +141,12 @@ def topic_table(trials: pd.DataFrame, trajectories: pd.DataFrame, by: Sequence[s
     return _group(frame, by).agg(**aggregations).reset_index()
 
 
-def markdown(frame: pd.DataFrame, digits: int = 3) -> str:
-    """A GitHub Markdown table; floats to `digits` significant figures, NaN as blank."""
+def markdown(frame: pd.DataFrame) -> str:
+    """A GitHub Markdown table; floats as `plots.short_number` writes them, NaN as blank."""
+    from .plots import short_number
+
     def cell(value: object) -> str:
-        if isinstance(value, float | np.floating):
-            return "" if np.isnan(value) else f"{value:.{digits}g}"
-        return str(value)
+        return short_number(float(value)) if isinstance(value, float | np.floating) else str(value)
 
     lines = ["| " + " | ".join(map(str, frame.columns)) + " |",
              "|" + "---|" * len(frame.columns)]

@@ -70,6 +70,13 @@ def value_label(column: str | None, value: object) -> str:
     return f"{axis_label(column)} {text}"
 
 
+def short_number(value: float) -> str:
+    """3 significant figures, but whole numbers from 100 up (a step: 1,050, not 1.05e+03)."""
+    if np.isnan(value):
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def short_value(column: str | None, value: object) -> str:
     """'H = 4' where the column has a symbol, else just the value ('tc')."""
     return value_label(column, value) if column in SYMBOLS else _tick(value)
@@ -520,7 +527,7 @@ def heatmap_figure(table: pd.DataFrame, x: str, y: str, value: str, title: str) 
     mesh = ax.imshow(np.ma.masked_invalid(values), origin="lower", aspect="auto", cmap="viridis")
     for (r, c), v in np.ndenumerate(values):
         if not np.isnan(v):
-            ax.text(c, r, f"{v:.3g}", ha="center", va="center", fontsize="small", color="w")
+            ax.text(c, r, short_number(v), ha="center", va="center", fontsize="small", color="w")
     ax.set_xticks(range(grid.shape[1]), [_tick(v) for v in grid.columns])
     ax.set_yticks(range(grid.shape[0]), [_tick(v) for v in grid.index])
     ax.set_xlabel(axis_label(x))

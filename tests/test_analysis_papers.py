@@ -100,8 +100,10 @@ def test_tables_name_a_missing_column():
 
 
 def test_markdown_renders_rows_and_blanks_for_nan():
-    text = markdown(pd.DataFrame({"c": [0.0, 0.5], "share": [0.61234, float("nan")]}))
-    assert text.splitlines() == ["| c | share |", "|---|---|", "| 0 | 0.612 |", "| 0.5 |  |"]
+    text = markdown(pd.DataFrame({"c": [0.0, 0.5], "share": [0.61234, float("nan")],
+                                  "step": [1050.0, 95.5]}))
+    assert text.splitlines() == ["| c | share | step |", "|---|---|---|",
+                                 "| 0 | 0.612 | 1,050 |", "| 0.5 |  | 95.5 |"]
 
 
 def test_paper_figures_draw_from_the_tables():
