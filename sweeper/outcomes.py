@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from sweeper.trajectory import scalar_metrics
+
+if TYPE_CHECKING:
+    from sweeper.spec import TrialSpec
 
 ACCURACY_THRESHOLD = 0.95
 ATTENTION_THRESHOLD = 0.5
@@ -39,7 +43,7 @@ def plateau_level(classes: int, rho: float = 1.0, fraction: float = PLATEAU_FRAC
     return fraction * math.log(classes) + (1 - fraction) * label_entropy(classes, rho)
 
 
-def trial_outcomes(spec, columns: Mapping[str, Sequence]) -> dict[str, object]:
+def trial_outcomes(spec: TrialSpec, columns: Mapping[str, Sequence]) -> dict[str, object]:
     """`derive_outcomes` with what the spec's task says (topic: classes and rho)."""
     params = spec.task_params
     return derive_outcomes(spec.family, columns, classes=params.get("classes"),

@@ -114,9 +114,9 @@ def check_cuda_here(device: str) -> None:
     index = int(device.split(":")[1]) if ":" in device else 0
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if index >= count:
+        allowed = "cpu" + (f", cuda, cuda:0..{count - 1}" if count else "")
         raise SweeperInputError(f"device: got {device!r}, but this machine has {count} CUDA "
-                                f"device(s); allowed here: cpu" +
-                                (f", cuda, cuda:0..{count - 1}" if count else ""))
+                                f"device(s); allowed here: {allowed}")
 
 
 def summary_text(store, sweep, summary: dict[str, Any]) -> str:
