@@ -145,7 +145,8 @@ def test_compact_on_s3_keeps_every_row_once(s3, store, prefix, specs):
 def test_sweeper_run_with_s3_results(s3, prefix, tmp_path):
     uri = s3.uri(BUCKET, prefix)
     sweep_file = write_sweep(tmp_path / "tiny.yaml", variant())
-    rc, out, err = cli(["run", sweep_file, "--results", uri, "--executor", "local"])
+    rc, out, err = cli(["run", sweep_file, "--results", uri, "--executor", "local",
+                        "--pack-size", "2"])  # two packs: two files to compact below
     assert rc == 0, err
     assert "ran 4 trials" in out and "stored: 4 ok" in out
     keys = _keys(s3, prefix)

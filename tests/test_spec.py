@@ -182,7 +182,7 @@ def test_specs_differing_in_seed_lr_and_distribution_weights_share_a_pack_key():
 
 
 @pytest.mark.parametrize("change", [
-    {"task_params": {"length": 7}}, {"task_params": {"cooccurrence": 1.0}},
+    {"task_params": {"length": 7}}, {"task_params": {"cooccurrence": 2.0}},  # N + 2: 11 -> 20
     {"task_params": {"repeat": True}}, {"model_params": {"width": 16}},
     {"model_params": {"heads": 2}}, {"model_params": {"cell": "gru"}},
     {"train": {"optimizer": "sgd"}}, {"train": {"steps": 7}}, {"train": {"batch_size": 8}},

@@ -39,7 +39,9 @@ def first_run(tmp_path_factory):
     base = tmp_path_factory.mktemp("local-sweep")
     sweep_file = write_sweep(base / "tiny.yaml", variant())
     results = base / "results"
-    rc, out, err = cli(["run", sweep_file, "--results", results, "--executor", "local"])
+    # two packs of two, so that there are files to compact
+    rc, out, err = cli(["run", sweep_file, "--results", results, "--executor", "local",
+                        "--pack-size", "2"])
     assert rc == 0, err
     return {"file": sweep_file, "results": results, "out": out,
             "files": _files_state(results)}
