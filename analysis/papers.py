@@ -22,7 +22,6 @@ from .errors import AnalysisInputError
 from .outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
 from .phase import COUNTED_STATUSES, wilson_interval
 
-_KEYS = ["trial_id"]
 
 
 def _counted(trials: pd.DataFrame) -> pd.DataFrame:
