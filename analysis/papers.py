@@ -23,7 +23,6 @@ from .outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
 from .phase import COUNTED_STATUSES, wilson_interval
 
 
-
 def _counted(trials: pd.DataFrame) -> pd.DataFrame:
     if "status" not in trials.columns:
         return trials
