@@ -85,13 +85,18 @@ def test_local_results_path_is_refused_on_a_cluster(cluster, tmp_path):
 
 
 def test_sweep_spreads_packs_over_both_nodes(cluster, tmp_path):
+    # Two packs of five, each longer (~10 s) than a new actor's start (~5 s: importing torch).
+    # With sub-second packs Tune hands every pending pack to the first actor that is ready
+    # (reuse_actors) and stops the second node's actor before it gets one: CI saw 10 of 10
+    # trials on the head that way.
     results = tmp_path / "results"
-    out = _run(["run", str(_write(tmp_path, "spread")), "--results", str(results),
-                "--results-shared", "--address", cluster.address, "--pack-size", "1"])
+    out = _run(["run", str(_write(tmp_path, "spread", steps=1500)), "--results", str(results),
+                "--results-shared", "--address", cluster.address, "--pack-size", "5"])
     assert out.returncode == 0, out.stderr[-3000:]
     trials = _trials(results, "spread")
     assert len(trials) == 10 and trials["trial_id"].is_unique
     assert set(trials["status"]) == {"ok"}
+    assert trials["pack_id"].nunique() == 2
     assert trials["node_id"].nunique() == 2, trials["node_id"].value_counts()
 
 
