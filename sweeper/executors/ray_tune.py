@@ -112,10 +112,21 @@ def _domain(axis: Axis):
 
 # -- driver side -------------------------------------------------------------------------------
 def _error_text(trial) -> str:
+    """The end of the trial's last traceback.
+
+    Read from the driver's staging copy, written before on_trial_error is called; Tune's
+    get_error() reads the storage copy, which the CI saw not yet synced ("the trial failed").
+    """
+    error = None
     try:
-        error = trial.get_error()
+        local = trial.error_file
+        if local and os.path.exists(local):
+            with open(local) as f:
+                error = f.read()
+        else:
+            error = trial.get_error()
     except Exception:  # noqa: BLE001
-        error = None
+        pass
     lines = [ln for ln in str(error or "the trial failed").splitlines() if ln.strip()]
     return "\n".join(lines[-6:])
 
