@@ -77,6 +77,7 @@ class Recorder:
     progress: Progress
     stored: set[str] = field(default_factory=set)
     written: int = 0
+    lost_trials: int = 0
 
     def started(self, specs: list[TrialSpec]) -> None:
         self.progress.running += len(specs)
@@ -103,6 +104,14 @@ class Recorder:
                running: bool = True) -> None:
         self.finished(specs, [failed_result(s, error) for s in specs], attempts,
                       running=running)
+
+    def lost(self, specs: list[TrialSpec], error: str) -> None:
+        """A pack whose worker kept being lost: nothing stored, so the next run trains it."""
+        self.progress.running -= len(specs)
+        self.lost_trials += len(specs)
+        last = error.strip().splitlines()[-1] if error.strip() else "worker lost"
+        self.progress.stream.write(f"warning: a pack of {len(specs)} trials lost its worker "
+                                   f"repeatedly ({last}); left pending for the next run\n")
 
 
 def result_from_report(spec: TrialSpec, payload: Mapping[str, Any]) -> TrialResult:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import traceback
+from dataclasses import dataclass
+
 import torch
 
 
@@ -40,3 +43,29 @@ def execute_pack(configs: list[dict], device: str, threads: float,
     specs = [spec_from_config(c, device) for c in configs]
     fail_if_injected([s.seed for s in specs])
     return train_pack(specs, report)
+
+
+@dataclass
+class PackOutcome:
+    """What became of a pack on its worker: its results, or the error of its last attempt."""
+
+    results: list | None
+    error: str | None
+    attempts: int
+
+
+def execute_pack_with_retries(configs: list[dict], device: str, threads: float, retries: int,
+                              report=None) -> PackOutcome:
+    """`execute_pack`, run again up to `retries` times when the code raises.
+
+    Errors of the code are caught here, on the worker, so that an executor sees only the loss
+    of a worker itself (a dead node or process) as an error of its own, and retries that
+    separately: a lost node never turns a trial into `failed`.
+    """
+    error = None
+    for attempt in range(1, retries + 2):
+        try:
+            return PackOutcome(execute_pack(configs, device, threads, report), None, attempt)
+        except Exception:  # noqa: BLE001 - any error of a trial is recorded, not raised
+            error = traceback.format_exc(limit=3)
+    return PackOutcome(None, error, retries + 1)

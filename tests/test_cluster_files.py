@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -402,36 +403,56 @@ time.sleep(float(os.environ.get("SIM_SLEEP", "0")))
 """
 
 
+def _ephemeral_ports() -> range:
+    """The kernel's range for ports picked at random (Ray's own services pick there)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def _free_port_block(n: int) -> int:
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("", 0))
-            base = s.getsockname()[1]
-        if base + n > 65000:
-            continue
-        ok = True
-        for port in range(base, base + n):
-            with socket.socket() as s:
-                try:
-                    s.bind(("", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+    """A block of n free ports below the ephemeral range, as the script's own default is.
+
+    Inside the ephemeral range, a port free when checked can be taken a moment later by one of
+    the many services Ray starts on random ports before its client server (CI saw the head exit
+    with "Failed to bind to address ...:<base + 1>").
+    """
+    ephemeral = _ephemeral_ports()
+    rng = random.Random(os.getpid() ^ time.monotonic_ns())
+    for _ in range(500):
+        base = rng.randrange(20000, min(ephemeral.start, 65000) - n)
+        if all(_port_is_free(port) for port in range(base, base + n)):
             return base
     raise RuntimeError("no block of free ports")
 
 
-def _pids_mentioning(marker: str) -> list[int]:
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def _pids_marked(marker: str) -> list[int]:
+    """Processes whose environment carries `marker` (SIM_MARK=...): every process the job
+    started inherits it, including Ray's that rename themselves (ray::DashboardAgent ...),
+    which a search of command lines misses and leaves running."""
     pids = []
+    needle = f"SIM_MARK={marker}".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="ignore")
-        except OSError:
+            if (entry / "stat").read_text().split(") ", 1)[1].startswith("Z"):
+                continue  # a zombie has ended; only its parent's wait is missing
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError):
             continue
-        if marker in cmdline:
+        if needle in environ:
             pids.append(int(entry.name))
     return pids
 
@@ -457,9 +478,10 @@ def slurm_sim(tmp_path):
     (submit_dir / "search_spaces").mkdir(parents=True)
     (submit_dir / "search_spaces" / "quick.yaml").write_text("name: quick\n")
 
-    # A short, unique temp dir (Ray's socket paths must stay short); it also marks every
-    # process of this run, so the test can tell its own processes from anyone else's.
-    ray_tmp = f"/tmp/rsim_{uuid.uuid4().hex[:8]}"
+    # A short, unique temp dir (Ray's socket paths must stay short), and a marker in the
+    # environment of every process of this run, so the test ends its own processes, by pid.
+    mark = uuid.uuid4().hex[:8]
+    ray_tmp = f"/tmp/rsim_{mark}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SLURM_", "SWEEPER_"))}
     env.update(
         PATH=f"{bin_dir}{os.pathsep}{os.path.dirname(shutil.which('ray'))}{os.pathsep}"
@@ -472,15 +494,20 @@ def slurm_sim(tmp_path):
         SWEEPER_RESULTS="/shared/sweeper-results",
         SWEEPER_RESULTS_SHARED="1",
         SWEEPER_RAY_TMPDIR=ray_tmp,
+        # The head on loopback (the worker then finds itself there too, from the head's
+        # perspective): the test must not depend on this machine's network (CI's resolves its
+        # hostname to 127.0.0.1 and has another address besides).
+        SWEEPER_HEAD_IP="127.0.0.1",
+        SIM_MARK=mark,
         SWEEPER_RAY_PORT_BASE=str(_free_port_block(3)),
         SWEEPER_JOIN_TIMEOUT="180",
         SWEEPER_EXTRA_ARGS="--pack-size 8",
         SIM_OUT=str(tmp_path / "seen.json"),
     )
-    yield env, submit_dir, ray_tmp, tmp_path / "seen.json"
+    yield env, submit_dir, mark, tmp_path / "seen.json"
 
-    # Whatever the outcome, end this run's processes (found by the unique temp dir) by pid.
-    for pid in _pids_mentioning(ray_tmp):
+    # Whatever the outcome, end this run's processes (found by their marker) by pid.
+    for pid in _pids_marked(mark):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -488,12 +515,12 @@ def slurm_sim(tmp_path):
     shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def _wait_gone(marker: str, timeout: float = 30.0) -> list[int]:
+def _wait_gone(marker: str, timeout: float = 60.0) -> list[int]:
     deadline = time.monotonic() + timeout
-    left = _pids_mentioning(marker)
+    left = _pids_marked(marker)
     while left and time.monotonic() < deadline:
         time.sleep(0.5)
-        left = _pids_mentioning(marker)
+        left = _pids_marked(marker)
     return left
 
 
@@ -513,7 +540,7 @@ def _check_seen(seen_path: Path):
 @pytest.mark.ray
 @pytest.mark.slow
 def test_slurm_script_runs_a_two_node_cluster_and_stops_it(slurm_sim):
-    env, submit_dir, ray_tmp, seen_path = slurm_sim
+    env, submit_dir, mark, seen_path = slurm_sim
     result = subprocess.run(
         ["bash", str(SLURM_SCRIPT), "search_spaces/quick.yaml"],
         cwd=submit_dir,
@@ -526,13 +553,13 @@ def test_slurm_script_runs_a_two_node_cluster_and_stops_it(slurm_sim):
     assert result.returncode == 0, log
     _check_seen(seen_path)
     assert "2 of 2 Ray node(s) up" in result.stderr, log
-    assert not _wait_gone(ray_tmp), "Ray processes of the job are still running"
+    assert not _wait_gone(mark), "Ray processes of the job are still running"
 
 
 @pytest.mark.ray
 @pytest.mark.slow
 def test_slurm_script_stops_everything_on_sigterm(slurm_sim):
-    env, submit_dir, ray_tmp, seen_path = slurm_sim
+    env, submit_dir, mark, seen_path = slurm_sim
     env["SIM_SLEEP"] = "600"  # the stand-in sweep would run for 10 minutes
     log_path = seen_path.with_name("job.log")
     with log_path.open("w") as log:
@@ -549,7 +576,6 @@ def test_slurm_script_stops_everything_on_sigterm(slurm_sim):
                 assert time.monotonic() < deadline, "the sweep never started"
                 time.sleep(1)
             assert proc.poll() is None, log_path.read_text()[-6000:]
-            time.sleep(1)  # the stand-in has written its record and is sleeping
             # Token authentication is on: the job API refuses a client without the token.
             no_token = {k: v for k, v in env.items() if not k.startswith("RAY_")}
             no_token["HOME"] = str(seen_path.parent)  # no ~/.ray/auth_token there
@@ -571,7 +597,7 @@ def test_slurm_script_stops_everything_on_sigterm(slurm_sim):
                 proc.wait()
     assert rc == 143, log_path.read_text()[-6000:]
     _check_seen(seen_path)
-    assert not _wait_gone(ray_tmp), "Ray processes of the job are still running"
+    assert not _wait_gone(mark), "Ray processes of the job are still running"
 
 
 # --------------------------------------------------------------------------------------------

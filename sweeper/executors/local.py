@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import traceback
-
 from sweeper.runner import Recorder
 from sweeper.search_space import SweepFile
 from sweeper.spec import TrialSpec
-from sweeper.workers import execute_pack
+from sweeper.workers import execute_pack_with_retries
 
 
 class LocalExecutor:
@@ -19,16 +17,12 @@ class LocalExecutor:
         retries = sweep.retries if self.retries is None else self.retries
         for specs in packs:
             recorder.started(specs)
-            configs = [s.config() for s in specs]
-            for attempt in range(1, retries + 2):
-                try:
-                    results = execute_pack(configs, specs[0].device, self.threads)
-                except Exception:  # noqa: BLE001 - any error of a trial is recorded, not raised
-                    if attempt == retries + 1:
-                        recorder.failed(specs, traceback.format_exc(limit=3), attempt)
-                    continue
-                recorder.finished(specs, results, attempt)
-                break
+            outcome = execute_pack_with_retries([s.config() for s in specs], specs[0].device,
+                                                self.threads, retries)
+            if outcome.error is not None:
+                recorder.failed(specs, outcome.error, outcome.attempts)
+            else:
+                recorder.finished(specs, outcome.results, outcome.attempts)
 
     def run_optuna(self, sweep: SweepFile, recorder: Recorder, store) -> None:
         from sweeper.errors import SweeperInputError

@@ -42,10 +42,14 @@ from sweeper.runner import (  # noqa: E402
 )
 from sweeper.search_space import Axis, SweepFile, parse_sweep  # noqa: E402
 from sweeper.spec import TrialSpec  # noqa: E402
-from sweeper.workers import execute_pack  # noqa: E402
+from sweeper.workers import PackOutcome, execute_pack_with_retries  # noqa: E402
 
 PACK_METRIC = "pack_metric"  # what ASHA watches: the pack's mean of the chosen metric
 OBJECTIVE = "objective"
+# Tune's own retries are for packs whose worker was lost (a dead node or process): errors of
+# the code are caught and retried on the worker (`execute_pack_with_retries`). A pack lost this
+# many times in one run stays pending, never `failed`; the next run trains it.
+LOST_PACK_RETRIES = 20
 
 
 # -- worker side -----------------------------------------------------------------------------
@@ -66,9 +70,14 @@ def _reporter(metric: str | None) -> Callable | None:
     return report
 
 
-def _final_report(results: list, metric: str | None, extra: dict | None = None) -> None:
+def _failed_report(outcome: PackOutcome) -> None:
+    tune.report({"final": True, "error": outcome.error, "attempts": outcome.attempts, **_node()})
+
+
+def _final_report(results: list, metric: str | None, extra: dict | None = None,
+                  attempts: int = 1) -> None:
     payload = {"final": True, "results": [result_to_report(r) for r in results], **_node(),
-               **(extra or {})}
+               "attempts": attempts, **(extra or {})}
     if metric is not None:
         values = [r.trajectory[metric][-1] for r in results if r.trajectory[metric]]
         payload[PACK_METRIC] = sum(values) / len(values) if values else math.nan
@@ -78,18 +87,27 @@ def _final_report(results: list, metric: str | None, extra: dict | None = None) 
 
 
 def train_pack_trial(config: dict, packs: list[list[dict]], device: str, threads: float,
-                     metric: str | None) -> None:
-    results = execute_pack(packs[config["pack"]], device, threads, _reporter(metric))
-    _final_report(results, metric)
+                     metric: str | None, retries: int) -> None:
+    outcome = execute_pack_with_retries(packs[config["pack"]], device, threads, retries,
+                                        _reporter(metric))
+    if outcome.error is not None:
+        _failed_report(outcome)
+    else:
+        _final_report(outcome.results, metric, attempts=outcome.attempts)
 
 
 def train_cell_trial(config: dict, sweep_text: str, threads: float, metric: str | None) -> None:
     sweep = parse_sweep(sweep_text)
     specs = cell_specs(sweep, _cell(config))
-    results = execute_pack([s.config() for s in specs], sweep.device, threads, _reporter(metric))
-    objective = objective_value([r.outcomes for r in results], sweep.search.objective,
+    outcome = execute_pack_with_retries([s.config() for s in specs], sweep.device, threads,
+                                        sweep.retries, _reporter(metric))
+    if outcome.error is not None:
+        # the searcher is told nothing it could take for a measurement
+        _failed_report(outcome)
+        return
+    objective = objective_value([r.outcomes for r in outcome.results], sweep.search.objective,
                                 specs[0].train["steps"])
-    _final_report(results, metric, {OBJECTIVE: objective})
+    _final_report(outcome.results, metric, {OBJECTIVE: objective}, outcome.attempts)
 
 
 # -- the search space of an adaptive sweep -----------------------------------------------------
@@ -149,17 +167,21 @@ class _StoreCallback(tune.Callback):
         if result.get("final"):
             self.final[trial.trial_id] = result
         elif "rows" in result:
-            self.rows.setdefault(trial.trial_id, []).append((result["step"], result["rows"]))
+            # a retry on the worker starts again from step 0: drop what the failed attempt sent
+            rows = [r for r in self.rows.get(trial.trial_id, []) if r[0] < result["step"]]
+            self.rows[trial.trial_id] = [*rows, (result["step"], result["rows"])]
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.rows.pop(trial.trial_id, None)  # the retry starts again from step 0
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         specs = self.specs_of(trial)
-        attempts = trial.run_metadata.num_failures + 1
         final = self.final.pop(trial.trial_id, None)
         rows = self.rows.pop(trial.trial_id, [])
-        if final is not None:
+        attempts = final.get("attempts", 1) if final is not None else 1
+        if final is not None and final.get("error") is not None:
+            self.recorder.failed(specs, final["error"], attempts)
+        elif final is not None:
             by_id = {s.trial_id: s for s in specs}
             results = [result_from_report(by_id[r["trial_id"]], r) for r in final["results"]]
             self.recorder.finished(specs, results, attempts, final.get("node_id"))
@@ -169,9 +191,9 @@ class _StoreCallback(tune.Callback):
             self.recorder.finished(specs, results, attempts)
 
     def on_trial_error(self, iteration, trials, trial, **info):
+        """The pack's worker was lost LOST_PACK_RETRIES + 1 times: leave it pending."""
         self.rows.pop(trial.trial_id, None)
-        self.recorder.failed(self.specs_of(trial), _error_text(trial),
-                             trial.run_metadata.num_failures)
+        self.recorder.lost(self.specs_of(trial), _error_text(trial))
 
 
 class RayTuneExecutor:
@@ -243,7 +265,7 @@ class RayTuneExecutor:
                                             reuse_actors=True),
                 run_config=tune.RunConfig(
                     name=sweep.name, storage_path=storage, verbose=0,
-                    failure_config=tune.FailureConfig(max_failures=sweep.retries),
+                    failure_config=tune.FailureConfig(max_failures=LOST_PACK_RETRIES),
                     checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
                     callbacks=[_StoreCallback(specs_of, recorder)]),
             )
@@ -256,7 +278,8 @@ class RayTuneExecutor:
         metric = sweep.scheduler.metric if sweep.scheduler else None
         configs = [[s.config() for s in pack] for pack in packs]
         trainable = tune.with_parameters(train_pack_trial, packs=configs, device=sweep.device,
-                                         threads=sweep.resources["cpu"], metric=metric)
+                                         threads=sweep.resources["cpu"], metric=metric,
+                                         retries=sweep.retries)
         self._fit(trainable, {"pack": tune.grid_search(list(range(len(packs))))}, recorder,
                   sweep, lambda trial: packs[trial.config["pack"]])
 
