@@ -10,9 +10,10 @@ querying do not pay for matplotlib.
                                         "model.heads")
 """
 
+from sweeper.results.outcomes import Thresholds, recompute_outcomes, with_outcomes
+
 from .errors import AnalysisInputError
 from .load import Results, load
-from .outcomes import Thresholds, recompute_outcomes, with_outcomes
 from .phase import PhaseDiagram, compute_phase, phase_from_results, wilson_interval
 from .query import connect, format_frame, query_frame, sql
 

@@ -13,9 +13,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from sweeper.results.errors import ResultsInputError
+from sweeper.results.outcomes import Thresholds
+
 from .errors import AnalysisInputError
 from .load import load, split_sweep_dir
-from .outcomes import Thresholds
 from .query import FORMATS, format_frame, query_frame, sql
 
 SWEEP_HELP = "the sweep's folder: RESULTS/SWEEP, a local path or a URI such as s3://bucket/p/SWEEP"
@@ -26,7 +28,7 @@ def _one_line_errors(func: Callable[[argparse.Namespace], int]):
     def run(args: argparse.Namespace) -> int:
         try:
             return func(args)
-        except AnalysisInputError as exc:
+        except ResultsInputError as exc:  # AnalysisInputError and the contract's own
             message = " ".join(str(exc).split())
             print(f"sweeper {args.analysis_command}: error: {message}", file=sys.stderr)
             return 2

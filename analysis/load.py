@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,13 +25,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from sweeper.results import LEGACY_COLUMNS, TABLES, committed_files, pack_of_file
 
 from . import where as where_lang
 from .errors import AnalysisInputError, unknown_column
 
-TABLES = ("trials", "trajectories")
 _FORMAT = ds.ParquetFileFormat()
-_PART = re.compile(r"^part-(?P<pack>.+?)(?:-(?P<attempt>\d+))?\.parquet$")
 _NULLABLE = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
              pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
              pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
@@ -165,13 +165,20 @@ def _open_sweep(fs: pafs.FileSystem, root: str, name: str) -> Sweep:
         found = available_sweeps(fs, root)
         raise AnalysisInputError(
             f"no sweep {name!r} under {root!r}; available sweeps: {', '.join(found) or '(none)'}")
-    files = {t: _parquet_files(fs, f"{folder}/{t}") for t in TABLES}
-    # A pack's trajectories count only once its trials file (the commit) exists: a crash
-    # between the two writes leaves an orphan that the next run deletes.
-    committed = {p.rsplit("/", 1)[-1] for p in files["trials"]}
-    files["trajectories"] = [p for p in files["trajectories"]
-                             if p.rsplit("/", 1)[-1] in committed]
-    return Sweep(name, fs, folder, _read_manifest(fs, folder), files)
+    return Sweep(name, fs, folder, _read_manifest(fs, folder), sweep_files(fs, folder))
+
+
+def sweep_files(fs: pafs.FileSystem, folder: str) -> dict[str, list[str]]:
+    """Both tables' committed files (full paths), by the store's one commit rule."""
+    names = {t: [p.rsplit("/", 1)[-1] for p in _parquet_files(fs, f"{folder}/{t}")]
+             for t in TABLES}
+
+    def replaces(name: str) -> list[str]:
+        meta = pq.read_schema(f"{folder}/trials/{name}", filesystem=fs).metadata or {}
+        return json.loads(meta.get(b"sweeper.replaces", b"[]"))
+
+    chosen = committed_files(names, replaces)
+    return {t: [f"{folder}/{t}/{n}" for n in chosen[t]] for t in TABLES}
 
 
 # ---------------------------------------------------------------- scanning
@@ -214,14 +221,6 @@ def scan(sweep: Sweep, paths: Sequence[str], schema: pa.Schema, columns: Sequenc
         return pa.schema([schema.field(c) for c in cols]).empty_table()
     dataset = ds.FileSystemDataset(sweep.fragments(paths), schema, _FORMAT, sweep.filesystem)
     return dataset.to_table(columns=cols, filter=filter)
-
-
-def pack_of_file(path: str) -> str | None:
-    """The pack a file holds, from its name; None for compacted or unrecognised files."""
-    m = _PART.match(path.rsplit("/", 1)[-1])
-    if m is None or m.group("pack").startswith("compact"):
-        return None
-    return m.group("pack")
 
 
 def files_for_packs(paths: Sequence[str], packs: set[str] | None) -> list[str]:
@@ -467,7 +466,8 @@ def _read_trials(sweeps: list[Sweep], schema: pa.Schema, plan: _Plan,
     cols = None if wanted is None else list(dict.fromkeys(
         [*internal, *[c for c in wanted if c in types]]))
     tables = [_add_sweep(scan(s, s.files["trials"], schema, cols, expr), s.name) for s in sweeps]
-    frame = _dedupe(to_frame(pa.concat_tables(tables, promote_options="permissive")))
+    frame = _dedupe(_current_names(to_frame(pa.concat_tables(tables,
+                                                             promote_options="permissive"))))
     if "pack_id" not in frame:
         frame["pack_id"] = pd.Series(pd.NA, index=frame.index, dtype="str")
     packs = frame[["sweep", "trial_id", "pack_id"]]
@@ -475,6 +475,16 @@ def _read_trials(sweeps: list[Sweep], schema: pa.Schema, plan: _Plan,
         keep = ["sweep", "trial_id", *[c for c in wanted if c not in ("sweep", "trial_id")]]
         frame = frame[keep]
     return frame.reset_index(drop=True), packs.reset_index(drop=True)
+
+
+def _current_names(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns an older store called otherwise (optim.lr) under today's names (train.lr);
+    `sweeper compact` rewrites such a store's files under the new names."""
+    for old, new in LEGACY_COLUMNS.items():
+        if old in frame.columns:
+            frame[new] = frame[new].fillna(frame[old]) if new in frame.columns else frame[old]
+            frame = frame.drop(columns=[old])
+    return frame
 
 
 def _dedupe(frame: pd.DataFrame) -> pd.DataFrame:

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
+
 from .errors import AnalysisInputError
-from .outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
 from .phase import COUNTED_STATUSES, wilson_interval
 
 

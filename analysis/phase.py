@@ -15,8 +15,9 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
+
 from .errors import AnalysisInputError, unknown_column
-from .outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
 
 REGIMES = ("learned", "failed", "unreliable", "insufficient", "missing")
 COUNTED_STATUSES = ("ok", "diverged")
@@ -297,7 +298,7 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
 
 PREFERRED_AXES = ("task.cooccurrence", "task.hardness", "task.distractors", "task.length",
                   "task.vocab", "task.classes", "task.topic_words",
-                  "task.samples", "optim.lr", "model.width", "model.dim", "train.batch_size",
+                  "task.samples", "train.lr", "model.width", "model.dim", "train.batch_size",
                   "train.steps")
 PREFERRED_FACETS = ("model.heads", "model.classifier", "model.attention", "model.cell",
                     "model.train_keys", "model.train_embeddings")

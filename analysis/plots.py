@@ -31,12 +31,12 @@ LABELS = {
     "task.topic_words": "topic words per class", "task.samples": "sentences",
     "model.width": "width d", "model.dim": "embedding dimension", "model.cell": "cell",
     "model.classifier": "classifier", "model.attention": "attention",
-    "optim.lr": "learning rate", "train.batch_size": "batch size", "train.steps": "step budget",
+    "train.lr": "learning rate", "train.batch_size": "batch size", "train.steps": "step budget",
     "step": "step", "seed": "seed",
 }
 SYMBOLS = {"task.cooccurrence": "c", "task.hardness": "h", "model.heads": "H",
            "task.length": "L", "task.vocab": "N", "task.distractors": "m",
-           "task.classes": "C", "model.width": "d", "optim.lr": "lr"}
+           "task.classes": "C", "model.width": "d", "train.lr": "lr"}
 METRIC_LABELS = {
     "accuracy": "token accuracy", "attn_acc": "attention accuracy",
     "ktiw_acc": "KTIW-probe accuracy", "uniform_acc": "uniform-attention accuracy",

@@ -1,8 +1,10 @@
 """SQL over a sweep through DuckDB, filtered queries through `load`, and output formats.
 
-DuckDB sees two views, `trials` and `trajectories`, over the sweep's Parquet files:
-``read_parquet`` with a glob for local folders, pyarrow datasets (scanned with pushdown) for
-other filesystems such as S3, so no DuckDB extension has to be downloaded. Dotted column names
+DuckDB sees two views, `trials` and `trajectories`, over the sweep's committed Parquet files
+(the store's commit rule, `sweeper.results.committed_files`: never a glob, so a crash in a
+compaction or a pack half written is never counted): ``read_parquet`` over the explicit file
+list for local folders, pyarrow datasets (scanned with pushdown) for other filesystems such as
+S3, so no DuckDB extension has to be downloaded. Dotted column names
 need double quotes in SQL: ``SELECT "model.heads", avg(learned::INT) FROM trials GROUP BY 1``.
 """
 
@@ -36,8 +38,8 @@ def _source(con: duckdb.DuckDBPyConnection, sweep: Sweep, table: str) -> str | N
     if not files:
         return None
     if isinstance(sweep.filesystem, pafs.LocalFileSystem):
-        glob = f"{sweep.path}/{table}/part-*.parquet"
-        return f"read_parquet({_quote(glob)}, union_by_name = true)"
+        listed = ", ".join(_quote(f) for f in files)
+        return f"read_parquet([{listed}], union_by_name = true)"
     name = f"_arrow_{table}_{len(con.execute('SHOW TABLES').fetchall())}"
     dataset = ds.FileSystemDataset(sweep.fragments(files), file_schema(sweep, files),
                                    ds.ParquetFileFormat(), sweep.filesystem)

@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
+
 from . import plots
 from .errors import AnalysisInputError
 from .load import Results
-from .outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
 from .phase import (
     PhaseDiagram,
     compute_phase,

@@ -1,47 +1,38 @@
-"""Synthetic sweep stores laid out exactly as docs/data-model.md says, for tests and benchmarks.
+"""Synthetic sweep stores for tests and benchmarks, written through the real store.
 
-This is not the real store writer (that is `sweeper`'s): it writes the same files, columns and
-metadata so that the analysis can be built, tested and timed without training anything. The
-curves are shaped like the papers' (a KTIW plateau, then attention and accuracy rising; a
-loss plateau, then escape), with a success probability that falls with hardness, rises with
-co-occurrence and rises with heads, so the phase diagrams have every regime in them.
+Trajectories are made up here; everything else is `sweeper.results`'s: trial ids, pack ids,
+file names, metadata, the trials table's schema, and the outcomes (derived from the synthetic
+trajectories by the same code the trainer uses), so a synthetic store cannot drift from a real
+one. The curves are shaped like the papers' (a KTIW plateau, then attention and accuracy
+rising; a loss plateau, then escape), with a success probability that falls with hardness,
+rises with co-occurrence and rises with heads, so the phase diagrams have every regime in them.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from .outcomes import label_entropy
-
-SCHEMA_VERSION = 1
-TEMP_PREFIX = ".tmp-"
+from sweeper.results import Metric, Store, derive_outcomes, label_entropy, trial_id
 
 _STR, _I64, _F64, _BOOL = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 _LIST = pa.list_(pa.float64())
 
-BOOKKEEPING = {
-    "trial_id": _STR, "sweep": _STR, "pack_id": _STR, "status": _STR, "error": _STR,
-    "wall_time_s": _F64, "host": _STR, "node_id": _STR, "attempts": pa.int32(),
-}
 COPY_CONFIG = {
     "task.id": _STR, "task.length": _I64, "task.cooccurrence": _F64, "task.hardness": _F64,
     "task.vocab": _I64, "task.mapping": _STR, "task.repeat": _BOOL,
     "task.content_tokens": _I64, "task.lift": _F64,
     "model.id": _STR, "model.width": _I64, "model.heads": _I64, "model.cell": _STR,
     "model.attention": _STR, "model.shared_embedding": _BOOL,
-    "optim.name": _STR, "optim.lr": _F64, "train.batch_size": _I64, "train.steps": _I64,
+    "train.optimizer": _STR, "train.lr": _F64, "train.batch_size": _I64, "train.steps": _I64,
     "train.eval_every": _I64, "train.eval_size": _I64, "seed": _I64,
 }
 TOPIC_CONFIG = {
@@ -49,17 +40,16 @@ TOPIC_CONFIG = {
     "task.vocab": _I64, "task.samples": _I64, "task.cooccurrence": _F64,
     "model.id": _STR, "model.classifier": _STR, "model.dim": _I64, "model.train_keys": _BOOL,
     "model.train_embeddings": _BOOL, "model.query_std": _F64, "model.embedding_std": _F64,
-    "optim.name": _STR, "optim.lr": _F64, "train.batch_size": _I64, "train.steps": _I64,
+    "train.optimizer": _STR, "train.lr": _F64, "train.batch_size": _I64, "train.steps": _I64,
     "train.eval_every": _I64, "train.eval_size": _I64, "seed": _I64,
 }
-OUTCOMES = {
-    "learned": _BOOL, "steps_to_learn": _I64, "attention_onset": _I64, "ktiw_onset": _I64,
-    "plateau_exit": _I64, "diverged_step": _I64,
-}
+DERIVED = ("task.content_tokens", "task.lift")  # follow from the config: not hashed
 COPY_SCALARS = ("loss", "accuracy", "attn_acc", "attn_mass", "ktiw_acc", "uniform_acc",
                 "loss_block", "accuracy_block", "attn_acc_block",
                 "loss_open", "accuracy_open", "attn_acc_open")
 COPY_LISTS = ("attn_acc_head", "attn_mass_head")
+LOWER_IS_BETTER = ("loss", "loss_block", "loss_open", "identity_residual",
+                   "distractor_score_max", "distractor_norm_max")
 TOPIC_SCALARS = ("loss", "accuracy", "val_accuracy", "topic_attention", "identity_residual",
                  "topic_score_mean", "distractor_score_max", "distractor_norm_max")
 TOPIC_LISTS = ("topic_score", "topic_qv", "identity_lhs", "identity_rhs")
@@ -67,10 +57,29 @@ TOPIC_LISTS = ("topic_score", "topic_qv", "identity_lhs", "identity_rhs")
 
 # ---------------------------------------------------------------- helpers
 
-def trial_id(config: dict) -> str:
-    """16 hex digits of a hash of the canonical config and the schema version."""
-    text = json.dumps({"config": config, "schema_version": SCHEMA_VERSION}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+def metrics(topic: bool) -> tuple[Metric, ...]:
+    """The families' metric declarations, as synthetic trajectories log them (a test checks
+    that they are the trainer's)."""
+    scalars, lists = (TOPIC_SCALARS, TOPIC_LISTS) if topic else (COPY_SCALARS, COPY_LISTS)
+    return (*(Metric(n, lower_is_better=n in LOWER_IS_BETTER) for n in scalars),
+            *(Metric(n, per_item=True) for n in lists))
+
+
+def nested_config(flat: dict) -> dict:
+    """A flat config row as the nested config a trial id hashes (sweeper.spec's form)."""
+    nested: dict[str, Any] = {"task": {}, "model": {}, "train": {}}
+    for key, value in flat.items():
+        if key in DERIVED or key == "trial_id":
+            continue
+        group, _, name = key.partition(".")
+        if group in nested:
+            nested[group][name] = value
+        else:
+            nested[key] = value
+    train = nested.pop("train")
+    nested["optim"] = {"name": train.pop("optimizer"), "lr": train.pop("lr")}
+    nested["train"] = train
+    return nested
 
 
 def logged_steps(steps: int, eval_every: int) -> np.ndarray:
@@ -86,21 +95,6 @@ def _first_step(mask: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """Per row, the first step where mask holds, NaN where it never does."""
     hit = mask.any(axis=1)
     return np.where(hit, steps[mask.argmax(axis=1)], np.nan)
-
-
-def _metadata() -> dict[bytes, bytes]:
-    provenance = {"sweeper": "synthetic", "torch": None, "host": "synthetic",
-                  "time": "2026-12-02T12:00:00+00:00"}
-    return {b"sweeper.schema_version": str(SCHEMA_VERSION).encode(),
-            b"sweeper.provenance": json.dumps(provenance).encode()}
-
-
-def _write_parquet(table: pa.Table, path: Path, row_group_size: int | None = None) -> None:
-    """Write whole: a temporary name first, then rename, as the real store does."""
-    table = table.replace_schema_metadata(_metadata())  # drops pandas' own metadata
-    temp = path.with_name(TEMP_PREFIX + path.name)
-    pq.write_table(table, temp, row_group_size=row_group_size or max(table.num_rows, 1))
-    os.replace(temp, path)
 
 
 @dataclass
@@ -134,9 +128,9 @@ def copy_configs(cooccurrence: Sequence[float] = (0.0, 0.25, 0.5, 1.0),
                         "task.content_tokens": n_tokens,
                         "task.lift": (n_tokens - 1) / (length - 1),
                         "model.id": "seq2seq", "model.width": width, "model.heads": int(H),
-                        "model.cell": "lstm", "model.attention": "softmax",
+                        "model.cell": "lstm", "model.attention": "learned",
                         "model.shared_embedding": H == 1,
-                        "optim.name": "adam", "optim.lr": 1e-3, "train.batch_size": 64,
+                        "train.optimizer": "adam", "train.lr": 1e-3, "train.batch_size": 64,
                         "train.steps": steps, "train.eval_every": eval_every,
                         "train.eval_size": 256, "seed": seed})
     return _with_ids(rows)
@@ -159,7 +153,7 @@ def topic_configs(cooccurrence: Sequence[float] = (0.25, 0.5, 0.75, 1.0),
                         "model.id": "kq-attention", "model.classifier": clf, "model.dim": 10,
                         "model.train_keys": True, "model.train_embeddings": True,
                         "model.query_std": 0.3, "model.embedding_std": 1e-6,
-                        "optim.name": "sgd", "optim.lr": 0.1, "train.batch_size": None,
+                        "train.optimizer": "sgd", "train.lr": 0.1, "train.batch_size": None,
                         "train.steps": steps, "train.eval_every": eval_every,
                         "train.eval_size": 950, "seed": seed})
     return _with_ids(rows)
@@ -167,7 +161,7 @@ def topic_configs(cooccurrence: Sequence[float] = (0.25, 0.5, 0.75, 1.0),
 
 def _with_ids(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
-    frame.insert(0, "trial_id", [trial_id(r) for r in rows])
+    frame.insert(0, "trial_id", [trial_id(nested_config(r)) for r in rows])
     return frame
 
 
@@ -260,32 +254,29 @@ def _topic_curves(pack: _Pack, rng: np.random.Generator) -> None:
     ls["topic_qv"] = np.sqrt(np.maximum(lhs, 0))
 
 
-# ---------------------------------------------------------------- outcomes and tables
+# ---------------------------------------------------------------- records and writing
 
-def _outcomes(pack: _Pack, topic: bool) -> pd.DataFrame:
-    """The stored outcomes, with the contract's default thresholds (0.95, 0.5, 0.5)."""
-    rows, steps, sc = pack.rows, pack.steps, pack.scalars
-    out = {"learned": (np.where(rows, sc["accuracy"], -1) >= 0.95).any(axis=1),
-           "steps_to_learn": _first_step(rows & (sc["accuracy"] >= 0.95), steps)}
-    for name, metric in (("attention_onset", "attn_acc"), ("ktiw_onset", "ktiw_acc")):
-        out[name] = (np.full(len(rows), np.nan) if topic
-                     else _first_step(rows & (sc[metric] >= 0.5), steps))
-    if topic:
-        n_classes = pack.trials["task.classes"].to_numpy(float)
-        rho = pack.trials["task.cooccurrence"].to_numpy(float)
-        level = (np.log(n_classes) + label_entropy(n_classes, rho)) / 2
-        out["plateau_exit"] = _first_step(rows & (sc["loss"] < level[:, None]), steps)
-    else:
-        out["plateau_exit"] = np.full(len(rows), np.nan)
-    for name in sc:
-        masked = np.where(rows, sc[name], np.nan)
-        last = rows.sum(axis=1) - 1
-        out[f"final_{name}"] = masked[np.arange(len(rows)), np.maximum(last, 0)]
-        with warnings.catch_warnings():  # failed trials have no rows: all-NaN is expected
-            warnings.simplefilter("ignore", RuntimeWarning)
-            out[f"best_{name}"] = (np.nanmin(masked, axis=1) if name.startswith("loss")
-                                   else np.nanmax(masked, axis=1))
-    return pd.DataFrame(out, index=pack.trials.index)
+@dataclass
+class SyntheticTrial:
+    """One synthetic trial as the store takes it (a `sweeper.results.Record`)."""
+
+    trial_id: str
+    status: str
+    error: str | None
+    wall_time_s: float
+    diverged_step: int | None
+    trajectory: dict[str, list]
+    config: dict[str, Any]
+    types: dict[str, pa.DataType]
+    metrics: tuple[Metric, ...]
+    outcomes: dict[str, Any] = field(default_factory=dict)
+    host: str = "synthetic-host"
+
+    def columns(self) -> dict[str, Any]:
+        return self.config
+
+    def column_types(self) -> dict[str, pa.DataType]:
+        return self.types
 
 
 def _mark_failures(pack: _Pack, rng: np.random.Generator, failed: float,
@@ -309,72 +300,65 @@ def _mark_failures(pack: _Pack, rng: np.random.Generator, failed: float,
                         index=pack.trials.index)
 
 
-def _trials_table(pack: _Pack, sweep: str, config: dict, topic: bool,
-                  rng: np.random.Generator, failed: float, diverged: float) -> pa.Table:
+def _records(pack: _Pack, config_types: dict[str, pa.DataType], topic: bool,
+             rng: np.random.Generator, failed: float, diverged: float) -> list[SyntheticTrial]:
     status = _mark_failures(pack, rng, failed, diverged)
-    outcomes = _outcomes(pack, topic)
-    bad = (status["status"] == "failed").to_numpy()
-    outcomes = outcomes.mask(np.broadcast_to(bad[:, None], outcomes.shape))
-    frame = pack.trials.copy()
-    frame["sweep"], frame["pack_id"] = sweep, pack.pack_id
-    frame["wall_time_s"] = rng.uniform(0.5, 2.0)
-    frame["host"], frame["node_id"], frame["attempts"] = "synthetic-host", None, 1
-    frame = pd.concat([frame, status, outcomes], axis=1)
-    frame["learned"] = pd.array(np.where(bad, None, frame["learned"].astype(object)),
-                                dtype="boolean")
-    schema = pa.schema({**BOOKKEEPING, **config, **OUTCOMES,
-                        **{c: _F64 for c in outcomes.columns if c not in OUTCOMES}})
-    frame = frame.sort_values("trial_id")
-    return pa.Table.from_pandas(frame[schema.names], schema=schema, preserve_index=False)
+    declared = metrics(topic)
+    records = []
+    for i, (_, trial) in enumerate(pack.trials.iterrows()):
+        rows = pack.rows[i]
+        trajectory: dict[str, list] = {"step": pack.steps[rows].tolist()}
+        for name, values in pack.scalars.items():
+            trajectory[name] = values[i][rows].tolist()
+        for name, values in pack.lists.items():
+            trajectory[name] = values[i][rows].tolist()
+        config = {c: (None if isinstance(v, float) and math.isnan(v) else v)
+                  for c, v in trial.items() if c in config_types}
+        st = status.iloc[i]
+        div = st["diverged_step"]
+        error = st["error"] if isinstance(st["error"], str) else None
+        records.append(SyntheticTrial(
+            trial["trial_id"], str(st["status"]), error, float(rng.uniform(0.5, 2.0)),
+            None if math.isnan(div) else int(div), trajectory, config, config_types, declared))
+    _derive(records, declared)
+    return records
 
 
-def _trajectory_table(pack: _Pack, scalars: Sequence[str], lists: Sequence[str]) -> pa.Table:
-    order = np.argsort(pack.trials["trial_id"].to_numpy())
-    rows = pack.rows[order]
-    ids = np.repeat(pack.trials["trial_id"].to_numpy()[order], rows.sum(axis=1))
-    steps = np.broadcast_to(pack.steps, rows.shape)[rows]
-    columns = {"trial_id": pa.array(ids, _STR), "step": pa.array(steps, pa.int32())}
-    for name in scalars:
-        columns[name] = pa.array(pack.scalars[name][order][rows], _F64)
-    for name in lists:
-        values = pack.lists[name][order][rows]  # (rows, width)
-        offsets = np.arange(0, values.size + 1, max(values.shape[1], 1), dtype=np.int32)
-        columns[name] = pa.ListArray.from_arrays(pa.array(offsets), pa.array(values.ravel()))
-    return pa.table(columns)
+def _derive(records: list[SyntheticTrial], declared: tuple[Metric, ...]) -> None:
+    """The stored outcomes: sweeper.results' own derivation, at its default thresholds."""
+    names = [m.name for m in declared if not m.per_item]
+    frame = pd.DataFrame({
+        "trial_id": [r.trial_id for r in records for _ in r.trajectory["step"]],
+        "step": [s for r in records for s in r.trajectory["step"]],
+        **{n: [v for r in records for v in r.trajectory[n]] for n in names}})
+    trials = pd.DataFrame([{"trial_id": r.trial_id, **r.config} for r in records])
+    outcomes = derive_outcomes(frame, trials, declared).set_index("trial_id")
+    for r in records:
+        row = outcomes.loc[r.trial_id]
+        r.outcomes = {c: (None if pd.isna(v) else (v.item() if hasattr(v, "item") else v))
+                      for c, v in row.items()}
 
-
-# ---------------------------------------------------------------- writing a sweep
 
 def _manifest(sweep: str, task: str, model: str, n_trials: int) -> dict:
-    return {"sweep": sweep, "schema_version": SCHEMA_VERSION,
-            "sweep_file": f"# synthetic sweep {sweep}\nname: {sweep}\ntask: {task}\n",
-            "task": task, "model": model, "trials_expanded": n_trials,
-            "versions": {"sweeper": "synthetic", "torch": None, "ray": None},
-            "created": "2026-12-02T12:00:00+00:00", "updated": "2026-12-02T12:05:00+00:00"}
+    return {"sweep_file": f"# synthetic sweep {sweep}\nname: {sweep}\ntask: {task}\n",
+            "task": task, "model": model, "trials_expanded": n_trials, "synthetic": True}
 
 
 def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, topic: bool,
                  pack_by: list[str], pack_size: int, seed: int, failed: float,
                  diverged: float) -> Path:
-    folder = Path(root) / sweep
-    (folder / "trials").mkdir(parents=True, exist_ok=True)
-    (folder / "trajectories").mkdir(parents=True, exist_ok=True)
+    store = Store.open(os.fspath(root))
     rng = np.random.default_rng(seed)
-    config = TOPIC_CONFIG if topic else COPY_CONFIG
-    scalars, lists = (TOPIC_SCALARS, TOPIC_LISTS) if topic else (COPY_SCALARS, COPY_LISTS)
+    config_types = TOPIC_CONFIG if topic else COPY_CONFIG
     budget = configs[["train.steps", "train.eval_every"]].iloc[0]
     steps = logged_steps(int(budget["train.steps"]), int(budget["train.eval_every"]))
-    for i, group in enumerate(_packs(configs, pack_by, pack_size)):
-        pack = _Pack(hashlib.sha256(f"{sweep}/{i}".encode()).hexdigest()[:12], group, steps)
+    for group in _packs(configs, pack_by, pack_size):
+        pack = _Pack("", group, steps)
         (_topic_curves if topic else _copy_curves)(pack, rng)
-        trials = _trials_table(pack, sweep, config, topic, rng, failed, diverged)
-        name = f"part-{pack.pack_id}-1.parquet"
-        _write_parquet(trials, folder / "trials" / name)
-        _write_parquet(_trajectory_table(pack, scalars, lists), folder / "trajectories" / name)
-    manifest = _manifest(sweep, configs["task.id"].iloc[0], configs["model.id"].iloc[0],
-                         len(configs))
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    return folder
+        store.write_pack(sweep, _records(pack, config_types, topic, rng, failed, diverged))
+    store.write_manifest(sweep, _manifest(sweep, configs["task.id"].iloc[0],
+                                          configs["model.id"].iloc[0], len(configs)))
+    return Path(root) / sweep
 
 
 def write_copy_sweep(root: str | os.PathLike, sweep: str = "copy", *, pack_size: int = 16,
@@ -396,20 +380,11 @@ def write_topic_sweep(root: str | os.PathLike, sweep: str = "topic", *, pack_siz
 
 
 def compact_sweep(folder: str | os.PathLike, row_groups: int | None = None) -> None:
-    """Merge each table's files into one `part-compact-0.parquet`, sorted by trial_id (, step).
+    """`sweeper compact` on a synthetic sweep: the store's own compaction, with the
+    trajectories cut into `row_groups` row groups sorted by trial_id (default: the store's).
 
     Row groups then cover disjoint trial_id ranges, so statistics skip all but one of them for
     a single trial (a pack's own ids are spread over the whole hash space).
     """
-    for table_name, keys in (("trials", ["trial_id"]), ("trajectories", ["trial_id", "step"])):
-        directory = Path(folder) / table_name
-        files = sorted(directory.glob("part-*.parquet"))
-        if not files:
-            continue
-        table = pa.concat_tables([pq.read_table(f) for f in files]).sort_by(
-            [(k, "ascending") for k in keys])
-        groups = row_groups or len(files)
-        _write_parquet(table, directory / "part-compact-0.parquet",
-                       row_group_size=max(1, math.ceil(table.num_rows / groups)))
-        for f in files:
-            f.unlink()
+    path = Path(folder)
+    Store.open(str(path.parent)).compact(path.name, row_groups=row_groups)

@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-from sweeper.errors import ParameterError, SweeperInputError
+from sweeper.errors import ParameterError
+from sweeper.results.errors import ResultsInputError
 
 
 def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -37,8 +38,8 @@ def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from sweeper.results import Store, check_sweep_name
     from sweeper.spec import make_spec
-    from sweeper.store import Store, check_sweep_name
 
     sets = _parse_sets(args.set)
     train = dict(sets["train"])
@@ -121,23 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _input_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [SweeperInputError]
-    try:
-        from analysis.errors import AnalysisInputError
-
-        errors.append(AnalysisInputError)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(errors)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except _input_errors() as exc:
+    except ResultsInputError as exc:  # the root of sweeper's and analysis' input errors
         print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -5,15 +5,19 @@ The CLI turns any `SweeperInputError` into one line on stderr and exit status 2.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
+
+from sweeper.results.errors import ResultsInputError, did_you_mean
+
+__all__ = ["ParameterError", "SweeperError", "SweeperInputError", "UnknownNameError",
+           "did_you_mean"]
 
 
 class SweeperError(Exception):
     """Base of every error sweeper raises on purpose."""
 
 
-class SweeperInputError(SweeperError, ValueError):
+class SweeperInputError(SweeperError, ResultsInputError):
     """Bad input from the user: a file, a flag, a parameter. Exit status 2, nothing written."""
 
 
@@ -29,8 +33,3 @@ class UnknownNameError(SweeperInputError):
 
 class ParameterError(SweeperInputError):
     """A parameter value of the wrong type or out of range."""
-
-
-def did_you_mean(given: str, allowed: Iterable[str]) -> str:
-    close = difflib.get_close_matches(str(given), list(allowed), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""

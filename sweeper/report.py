@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sweeper.spec import TrialSpec
-from sweeper.train import TrialResult
+from sweeper.spec import TrialResult, TrialSpec
 
 SUMMARY_COLUMNS = {
     "copy": ("loss", "accuracy", "attn_acc", "ktiw_acc", "uniform_acc"),

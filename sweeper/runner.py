@@ -15,13 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeper import __version__
-from sweeper.outcomes import trial_outcomes
 from sweeper.plan import Plan, form_packs, make_plan
+from sweeper.results import Store, counted
+from sweeper.results.outcomes import STEP_OUTCOMES
 from sweeper.search_space import SweepFile
-from sweeper.spec import TrialSpec
-from sweeper.store import Store, failed_result
-from sweeper.train import TrialResult
+from sweeper.spec import TrialResult, TrialSpec
 
 
 class Progress:
@@ -102,7 +100,7 @@ class Recorder:
 
     def failed(self, specs: list[TrialSpec], error: str, attempts: int,
                running: bool = True) -> None:
-        self.finished(specs, [failed_result(s, error) for s in specs], attempts,
+        self.finished(specs, [TrialResult.failed(s, error) for s in specs], attempts,
                       running=running)
 
     def lost(self, specs: list[TrialSpec], error: str) -> None:
@@ -131,15 +129,9 @@ def result_to_report(result: TrialResult) -> dict[str, Any]:
 def partial_result(spec: TrialSpec, rows: list[tuple[int, dict]], status: str,
                    wall_time_s: float) -> TrialResult:
     """A trial stopped early (by the scheduler) from the evaluation rows it reported."""
-    from sweeper.trajectory import METRICS
-
-    names = [m.name for m in METRICS[spec.family]]
+    names = [m.name for m in spec.metrics]
     trajectory = {"step": [s for s, _ in rows], **{n: [r[n] for _, r in rows] for n in names}}
-    outcomes = trial_outcomes(spec, trajectory)
-    return TrialResult(spec, status, trajectory, outcomes, wall_time_s)
-
-
-STEP_OUTCOMES = ("steps_to_learn", "attention_onset", "ktiw_onset", "plateau_exit")
+    return TrialResult(spec, status, trajectory, spec.outcomes(trajectory), wall_time_s)
 
 
 def objective_value(outcomes: list[Mapping[str, Any]], objective: str, steps: int) -> float:
@@ -159,31 +151,31 @@ def objective_value(outcomes: list[Mapping[str, Any]], objective: str, steps: in
 
 
 def stored_cells(store: Store, sweep: SweepFile) -> list[tuple[dict[str, Any], float]]:
-    """Cells of an adaptive sweep already stored, with their objective (to warm-start it)."""
+    """Cells of an adaptive sweep already stored, with their objective (to warm-start it).
+
+    Only the trials a cell counts (`sweeper.results.counted`: status ok or diverged, outcome
+    known) enter the objective; a cell with none of them is left out.
+    """
     paths = [a.path for a in sweep.axes]
     table = store.read(sweep.name, "trials")
     if table is None:
         return []
-    groups: dict[tuple, list[dict]] = {}
-    for row in table.to_pylist():
-        groups.setdefault(tuple(row[a.column] for a in sweep.axes), []).append(row)
-    return [(dict(zip(paths, key)),
-             objective_value(rows, sweep.search.objective, rows[0]["train.steps"]))
-            for key, rows in groups.items()]
+    frame = table.to_pandas()
+    frame = frame[counted(frame)]
+    cells = []
+    for key, rows in frame.groupby([a.column for a in sweep.axes], sort=True):
+        records = rows.astype(object).where(rows.notna(), None).to_dict("records")
+        cells.append((dict(zip(paths, key)), objective_value(
+            records, sweep.search.objective, int(rows["train.steps"].iloc[0]))))
+    return cells
 
 
 def manifest(sweep: SweepFile, plan: Plan) -> dict[str, Any]:
-    versions = {"sweeper": __version__}
-    for module in ("torch", "ray", "pyarrow"):
-        try:
-            versions[module] = __import__(module).__version__
-        except ImportError:  # pragma: no cover
-            pass
+    """What the manifest says of a run (the store adds provenance: versions, git commit)."""
     return {"sweep_file": sweep.text, "task": sweep.task, "model": sweep.model,
             "search": sweep.search.type,
             "trials_expanded": len(plan.specs) if not plan.adaptive
-            else sweep.search.trials * len(sweep.seeds),
-            "versions": versions}
+            else sweep.search.trials * len(sweep.seeds)}
 
 
 def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | None = None,

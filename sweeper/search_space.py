@@ -39,8 +39,8 @@ import yaml
 from sweeper.errors import ParameterError, SweeperInputError, did_you_mean
 from sweeper.models import MODEL_FAMILY, MODELS
 from sweeper.registry import Entry, Param
+from sweeper.results import check_sweep_name
 from sweeper.spec import TRAIN_ENTRY, make_spec
-from sweeper.store import check_sweep_name
 from sweeper.tasks import TASKS
 from sweeper.trajectory import scalar_metrics
 
@@ -70,9 +70,8 @@ class Axis:
 
     @property
     def column(self) -> str:
-        """Its column in TrialSpec.flat() and the trials table."""
-        return {"train.lr": "optim.lr", "train.optimizer": "optim.name"}.get(self.path,
-                                                                              self.path)
+        """Its column in TrialSpec.flat() and the trials table: the same name."""
+        return self.path
 
 
 @dataclass(frozen=True)

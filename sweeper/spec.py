@@ -1,23 +1,28 @@
-"""The typed trial spec, its canonical JSON, its trial id and its flat config columns.
+"""The typed trial spec, its trial id, its flat config columns, and a trial's result.
 
-A trial id is a hash of the canonical config (task, model, optimiser, budget, seed and the code's
-schema version): the same config always gets the same id, on any machine, so a re-run or resumed
-sweep can skip ids already stored. The device is not part of it: it changes where, not what.
+A trial id is a hash of the canonical config (task, model, optimiser, budget, seed and the
+config's schema version, `sweeper.results.CONFIG_SCHEMA_VERSION`): the same config always gets
+the same id, on any machine, so a re-run or resumed sweep can skip ids already stored. The
+device is not part of it: it changes where, not what. New metrics or table columns never
+change an id.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
+from sweeper import results
 from sweeper.errors import ParameterError, UnknownNameError
 from sweeper.models import MODEL_FAMILY, MODELS
 from sweeper.registry import Entry, Param
+from sweeper.results.schema import ARROW_TYPES, Metric
 from sweeper.tasks import TASKS
-from sweeper.trajectory import SCHEMA_VERSION
+from sweeper.trajectory import METRICS
 
 # Training parameters, with defaults per task family: the papers' settings at a small scale for
 # copy (Adam 1e-3, batch 64) and the paper's full-batch SGD for topic.
@@ -56,29 +61,52 @@ class TrialSpec:
         """The canonical nested config: what the trial id hashes."""
         return {"task": {"id": self.task, **self.task_params},
                 "model": {"id": self.model, **self.model_params},
+                # "optim" only here, in the hashed form (ids stay those of stores made before
+                # the columns became train.optimizer / train.lr)
                 "optim": {"name": self.train["optimizer"], "lr": self.train["lr"]},
                 "train": {k: self.train[k] for k in ("batch_size", "steps", "eval_every",
                                                      "eval_size")},
                 "seed": self.seed}
 
     def canonical_json(self) -> str:
-        return json.dumps({"schema_version": SCHEMA_VERSION, **self.config()}, sort_keys=True,
-                          separators=(",", ":"))
+        return results.layout.canonical_json(self.config())
 
     @property
     def trial_id(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:16]
+        return results.trial_id(self.config())
+
+    @property
+    def metrics(self) -> tuple[Metric, ...]:
+        return METRICS[self.family]
 
     def flat(self) -> dict[str, Any]:
-        """Config as flat columns: `task.length`, `model.heads`, `optim.lr`, `seed`, ..."""
-        out: dict[str, Any] = {}
-        for group, values in self.config().items():
-            if isinstance(values, dict):
-                out.update({f"{group}.{k}": v for k, v in values.items()})
-            else:
-                out[group] = values
+        """Config as flat columns, one name per setting everywhere (sweep files, trials table,
+        query, phase): `task.length`, `model.heads`, `train.optimizer`, `train.lr`, `seed`."""
+        out: dict[str, Any] = {"task.id": self.task}
+        out.update({f"task.{k}": v for k, v in self.task_params.items()})
         out.update({f"task.{k}": v for k, v in self.make_task().derived().items()})
+        out["model.id"] = self.model
+        out.update({f"model.{k}": v for k, v in self.model_params.items()})
+        out.update({f"train.{p.name}": self.train[p.name] for p in TRAIN_PARAMS})
+        out["seed"] = self.seed
         return out
+
+    def column_types(self) -> dict[str, pa.DataType]:
+        """The Arrow type of each `flat()` column, from the parameter declarations."""
+        types = {"task.id": pa.string()}
+        types.update({f"task.{p.name}": ARROW_TYPES[p.type] for p in TASKS.get(self.task).params})
+        types.update({f"task.{k}": ARROW_TYPES[type(v)]
+                      for k, v in self.make_task().derived().items()})
+        types["model.id"] = pa.string()
+        types.update({f"model.{p.name}": ARROW_TYPES[p.type]
+                      for p in MODELS.get(self.model).params})
+        types.update({f"train.{p.name}": ARROW_TYPES[p.type] for p in TRAIN_PARAMS})
+        types["seed"] = pa.int64()
+        return types
+
+    def outcomes(self, trajectory: Mapping[str, list]) -> dict[str, Any]:
+        """The outcomes stored with this trial (see `outcomes_of`)."""
+        return outcomes_of([self], [trajectory])[0]
 
     def make_task(self) -> Any:
         return TASKS.get(self.task).factory(**self.task_params)
@@ -127,3 +155,47 @@ def spec_from_config(config: Mapping[str, Any], device: str = "cpu") -> TrialSpe
     train = {"optimizer": config["optim"]["name"], "lr": config["optim"]["lr"],
              **config["train"]}
     return make_spec(task.pop("id"), model.pop("id"), task, model, train, config["seed"], device)
+
+
+def outcomes_of(specs: list[TrialSpec], trajectories: list[Mapping[str, list]]
+                ) -> list[dict[str, Any]]:
+    """The outcomes stored with trials of one family, at the default thresholds, in one
+    vectorised pass (`sweeper.results.trials_outcomes`)."""
+    configs = [{f"task.{k}": s.task_params.get(k) for k in ("classes", "cooccurrence")}
+               for s in specs]
+    return results.trials_outcomes(trajectories, specs[0].metrics, configs)
+
+
+@dataclass
+class TrialResult:
+    """One trained (or failed) trial: what the store records (a `sweeper.results.Record`)."""
+
+    spec: TrialSpec
+    status: str  # "ok", "diverged", "failed" (raised on every attempt) or "stopped" (early stop)
+    trajectory: dict[str, list]  # "step" and one list per metric
+    outcomes: dict[str, Any]
+    wall_time_s: float
+    error: str | None = None
+    diverged_step: int | None = None
+    host: str = field(default_factory=socket.gethostname)
+
+    @property
+    def trial_id(self) -> str:
+        return self.spec.trial_id
+
+    @property
+    def metrics(self) -> tuple[Metric, ...]:
+        return self.spec.metrics
+
+    def columns(self) -> dict[str, Any]:
+        return self.spec.flat()
+
+    def column_types(self) -> dict[str, pa.DataType]:
+        return self.spec.column_types()
+
+    @classmethod
+    def failed(cls, spec: TrialSpec, error: str, wall_time_s: float = 0.0) -> TrialResult:
+        """A trial that raised on every attempt: stored with its error and no trajectory."""
+        empty = {"step": [], **{m.name: [] for m in spec.metrics}}
+        return cls(spec, "failed", empty, results.failed_outcomes(spec.metrics), wall_time_s,
+                   error=error)

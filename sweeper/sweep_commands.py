@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from typing import Any
 
@@ -26,7 +25,7 @@ def _load(path: str):
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from sweeper.plan import form_packs, make_plan
-    from sweeper.store import Store
+    from sweeper.results import Store
 
     sweep = _load(args.file)
     store = Store.open(_results_root(args, sweep))
@@ -62,8 +61,8 @@ def _executor(args: argparse.Namespace):
 
 def cmd_run(args: argparse.Namespace) -> int:
     from sweeper.plan import make_plan
+    from sweeper.results import Store
     from sweeper.runner import run_sweep
-    from sweeper.store import Store
 
     sweep = _load(args.file)
     if args.retries is not None:
@@ -131,32 +130,32 @@ def summary_text(store, sweep, summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def cell_table(store, sweep, max_rows: int = 40) -> str:
-    """Per cell: seeds, success fraction, median steps to learn (from the stored outcomes)."""
-    paths = [a.column for a in sweep.axes]
+def cell_table(store, sweep, max_rows: int = 40, outcome: str = "learned") -> str:
+    """Per cell: trials, seeds counted, success share with its Wilson interval, median steps
+    to learn, failed trials: `sweeper.results.cell_stats`, as the phase diagram counts them."""
+    from sweeper.results import cell_stats
+
+    axes = [a.column for a in sweep.axes]
     data = store.read(sweep.name, "trials")
     if data is None:
         return ""
-    groups: dict[tuple, list[dict]] = {}
-    for row in data.to_pylist():
-        groups.setdefault(tuple(row[p] for p in paths), []).append(row)
-    rows = []
-    for key in sorted(groups, key=lambda k: tuple(str(v) for v in k))[:max_rows]:
-        trials = groups[key]
-        learned = [t for t in trials if t["learned"]]
-        steps = [t["steps_to_learn"] for t in learned if t["steps_to_learn"] is not None]
-        failed = sum(t["status"] == "failed" for t in trials)
-        rows.append([*key, len(trials), len(learned) / len(trials),
-                     statistics.median(steps) if steps else None, failed])
-    text = table(rows, [*paths, "trials", "p(learned)", "median steps", "failed"])
-    if len(groups) > max_rows:
-        text += f"\n... {len(groups) - max_rows} more cells"
+    cells = cell_stats(data.to_pandas(), axes, outcome)
+    rows = [[*(row[a] for a in axes), int(row["n_trials"]), int(row["n"]),
+             None if row["n"] == 0 else round(float(row["p"]), 3),
+             None if row["n"] == 0 else f"{row['p_low']:.2f}-{row['p_high']:.2f}",
+             None if row["median_steps"] != row["median_steps"] else row["median_steps"],
+             int(row["failed"])]
+            for _, row in cells.head(max_rows).iterrows()]
+    text = table(rows, [*axes, "trials", "counted", f"p({outcome})", "95% interval",
+                        "median steps", "failed"])
+    if len(cells) > max_rows:
+        text += f"\n... {len(cells) - max_rows} more cells"
     return text
 
 
 def _sweep_name_and_store(args: argparse.Namespace):
     """`SWEEP` as a name under --results, a RESULTS/SWEEP path or URI, or a sweep file."""
-    from sweeper.store import Store
+    from sweeper.results import Store
 
     target = args.sweep
     if target.endswith((".yaml", ".yml")) and os.path.exists(target):

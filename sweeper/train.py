@@ -11,10 +11,8 @@ gradient is its own), and mask out any model whose loss is NaN or inf: it is rec
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -22,27 +20,10 @@ import torch
 from sweeper.errors import SweeperError
 from sweeper.experiments import make_experiment
 from sweeper.optim import PackedOptimizer
-from sweeper.outcomes import trial_outcomes
-from sweeper.spec import TrialSpec
+from sweeper.spec import TrialResult, TrialSpec, outcomes_of
 from sweeper.trajectory import METRICS
 
 Report = Callable[[int, list[dict[str, Any]]], None]  # (step, one metrics row per model)
-
-
-@dataclass
-class TrialResult:
-    spec: TrialSpec
-    status: str  # "ok" or "diverged" ("failed" is set by executors for trials that raised)
-    trajectory: dict[str, list]  # "step" and one list per metric
-    outcomes: dict[str, Any]
-    wall_time_s: float
-    error: str | None = None
-    diverged_step: int | None = None
-    host: str = field(default_factory=socket.gethostname)
-
-    @property
-    def trial_id(self) -> str:
-        return self.spec.trial_id
 
 
 def train(spec: TrialSpec, report: Report | None = None,
@@ -92,7 +73,9 @@ def train_pack(specs: list[TrialSpec], report: Report | None = None,
             optimizer.step(alive)
 
     wall = (time.perf_counter() - start) / K
-    return [_result(spec, trajectories[k], diverged_at[k], wall) for k, spec in enumerate(specs)]
+    outcomes = outcomes_of(specs, trajectories)
+    return [_result(spec, trajectories[k], outcomes[k], diverged_at[k], wall)
+            for k, spec in enumerate(specs)]
 
 
 def _to_rows(metrics: dict[str, torch.Tensor], alive: torch.Tensor) -> list[dict[str, Any]]:
@@ -102,9 +85,8 @@ def _to_rows(metrics: dict[str, torch.Tensor], alive: torch.Tensor) -> list[dict
     return [{name: v[k] for name, v in values.items()} for k in range(K)]
 
 
-def _result(spec: TrialSpec, trajectory: dict[str, list], diverged_step: int | None,
-            wall: float) -> TrialResult:
-    outcomes = trial_outcomes(spec, trajectory)
+def _result(spec: TrialSpec, trajectory: dict[str, list], outcomes: dict[str, Any],
+            diverged_step: int | None, wall: float) -> TrialResult:
     if diverged_step is None:
         return TrialResult(spec, "ok", trajectory, outcomes, wall)
     error = f"loss was not finite at step {diverged_step}"

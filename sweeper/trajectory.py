@@ -1,24 +1,15 @@
-"""The Arrow schemas of the two tables and the schema version.
+"""Each task family's metric declarations (what its trajectories log, one column each).
 
-Each task family declares its metrics once here; the trainer, the store and the docs
+The trainer, the store's schemas (`sweeper.results.schema`) and the docs
 (`docs/data-model.md`) follow this declaration.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    per_item: bool = False  # a list per row (per head, per topic word)
-    lower_is_better: bool = False
-
+from sweeper.results.schema import Metric, scalar
+from sweeper.results.schema import trajectory_schema as _trajectory_schema
 
 COPY_METRICS = tuple(
     [Metric("loss", lower_is_better=True), Metric("accuracy"), Metric("attn_acc"),
@@ -39,11 +30,8 @@ METRICS = {"copy": COPY_METRICS, "topic": TOPIC_METRICS}
 
 
 def trajectory_schema(family: str) -> pa.Schema:
-    fields = [pa.field("trial_id", pa.string()), pa.field("step", pa.int32())]
-    for m in METRICS[family]:
-        fields.append(pa.field(m.name, pa.list_(pa.float64()) if m.per_item else pa.float64()))
-    return pa.schema(fields)
+    return _trajectory_schema(METRICS[family])
 
 
 def scalar_metrics(family: str) -> tuple[Metric, ...]:
-    return tuple(m for m in METRICS[family] if not m.per_item)
+    return scalar(METRICS[family])

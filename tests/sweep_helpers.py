@@ -18,9 +18,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import yaml
 
-from sweeper.outcomes import derive_outcomes
-from sweeper.spec import TrialSpec
-from sweeper.train import TrialResult
+from sweeper.results import Thresholds, trial_outcomes
+from sweeper.spec import TrialResult, TrialSpec
 from sweeper.trajectory import METRICS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,6 +66,17 @@ def sweep_text(data: dict[str, Any]) -> str:
 def write_sweep(path: Path, data: dict[str, Any] | str) -> Path:
     path.write_text(data if isinstance(data, str) else sweep_text(data))
     return path
+
+
+# -- outcomes ------------------------------------------------------------------------------
+def derive_outcomes(family: str, columns: dict, *, classes: int | None = None,
+                    cooccurrence: float = 1.0, accuracy_threshold: float = 0.95,
+                    attention_threshold: float = 0.5, ktiw_threshold: float = 0.5) -> dict:
+    """`sweeper.results.trial_outcomes` of a family's trajectory, thresholds by name."""
+    thresholds = Thresholds(accuracy=accuracy_threshold, attention=attention_threshold,
+                            ktiw=ktiw_threshold)
+    return trial_outcomes(columns, METRICS[family], classes=classes, cooccurrence=cooccurrence,
+                          thresholds=thresholds)
 
 
 # -- fake results (no training) ------------------------------------------------------------

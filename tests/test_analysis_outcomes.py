@@ -7,8 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from analysis import AnalysisInputError, Thresholds, recompute_outcomes, with_outcomes
+from analysis import Thresholds, recompute_outcomes, with_outcomes
 from analysis.load import load
+from sweeper.results import ResultsInputError
 
 try:
     from analysis_fixtures import store  # noqa: F401 - the session store fixture
@@ -96,14 +97,14 @@ def test_weak_cooccurrence_leaves_the_plateau_halfway_to_its_own_loss_floor():
 @pytest.mark.parametrize("classes,rho,expected", [
     (4, 1.0, 0.0), (4, 0.25, math.log(4)), (2, 0.5, math.log(2)),
     (4, 0.8, -0.8 * math.log(0.8) - 0.2 * math.log(0.2 / 3)), (4, 0.0, math.log(3))])
-def test_label_entropy_on_hand_worked_cases_in_both_packages(classes, rho, expected):
+def test_label_entropy_on_hand_worked_cases_for_scalars_and_arrays(classes, rho, expected):
     import numpy as np
+    from sweep_helpers import derive_outcomes
 
-    from analysis.outcomes import label_entropy as analysis_entropy
-    from sweeper.outcomes import derive_outcomes, label_entropy, plateau_level
+    from sweeper.results import label_entropy, plateau_level
 
     assert label_entropy(classes, rho) == pytest.approx(expected, abs=1e-12)
-    assert float(analysis_entropy(np.array([classes]), np.array([rho]))[0]) == pytest.approx(
+    assert float(label_entropy(np.array([classes]), np.array([rho]))[0]) == pytest.approx(
         expected, abs=1e-12)
     level = plateau_level(classes, rho)
     assert level == pytest.approx((math.log(classes) + expected) / 2)
@@ -117,13 +118,13 @@ def test_label_entropy_on_hand_worked_cases_in_both_packages(classes, rho, expec
 
 
 def test_missing_accuracy_is_an_input_error():
-    with pytest.raises(AnalysisInputError, match="no 'accuracy' column"):
+    with pytest.raises(ResultsInputError, match="no 'accuracy' column"):
         recompute_outcomes(trajectory("t", [0], loss=[1.0]))
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, "high"])
 def test_thresholds_are_checked(bad):
-    with pytest.raises(AnalysisInputError, match="accuracy threshold"):
+    with pytest.raises(ResultsInputError, match="accuracy threshold"):
         Thresholds(accuracy=bad)
 
 
@@ -141,7 +142,8 @@ def test_recomputed_outcomes_match_the_stored_ones_at_the_defaults(store):
 
 def test_with_outcomes_replaces_the_stored_columns(store):
     res = load(store, "copy")
-    strict = with_outcomes(res.trials, res.trajectories, Thresholds(accuracy=0.999))
-    assert len(strict) == len(res.trials)
-    assert strict["learned"].sum() < res.trials["learned"].sum()
-    assert not math.isnan(strict["steps_to_learn"].astype(float).max())
+    lenient = with_outcomes(res.trials, res.trajectories, Thresholds(accuracy=0.6))
+    assert len(lenient) == len(res.trials)
+    # runs stuck on the KTIW plateau (accuracy ~0.66) learn at 0.6, not at 0.95
+    assert lenient["learned"].sum() > res.trials["learned"].sum()
+    assert not math.isnan(lenient["steps_to_learn"].astype(float).max())

@@ -194,9 +194,9 @@ def test_statuses_counted_and_excluded():
 
 def test_pooled_columns_are_reported():
     frame = trials_frame({(1, 0.0, 0.0): (2, 4)})
-    frame["optim.lr"] = [1e-3, 1e-3, 1e-2, 1e-2]
+    frame["train.lr"] = [1e-3, 1e-3, 1e-2, 1e-2]
     frame["model.width"] = 64
-    assert compute_phase(frame, X, Y, F).pooled == ["optim.lr"]
+    assert compute_phase(frame, X, Y, F).pooled == ["train.lr"]
 
 
 def test_grid_and_regime_counts(phase):

@@ -124,7 +124,7 @@ def test_submit_runs_the_sweep_as_a_job_into_s3(cluster, tmp_path, s3):
                 "--env", "AWS_ACCESS_KEY_ID", "--env", "AWS_SECRET_ACCESS_KEY"])
     assert out.returncode == 0, out.stdout[-6000:]
     assert "SUCCEEDED" in out.stdout
-    from sweeper.store import Store
+    from sweeper.results import Store
 
     store = Store.open(s3)
     assert len(store.stored_ids("submitted")) == 10

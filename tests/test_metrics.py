@@ -7,11 +7,11 @@ import math
 
 import pytest
 import torch
+from sweep_helpers import derive_outcomes
 
 from sweeper import metrics as M
 from sweeper.experiments.copy import CopyExperiment
 from sweeper.models.seq2seq import Seq2Seq
-from sweeper.outcomes import derive_outcomes
 from sweeper.spec import make_spec
 from sweeper.trajectory import METRICS
 

@@ -25,8 +25,8 @@ from sweep_helpers import (
 import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.cli import main
 from sweeper.plan import MAX_CPU_PACK, cells, expand, form_packs, make_plan, pack_counts
+from sweeper.results import Store
 from sweeper.search_space import parse_sweep
-from sweeper.store import Store
 
 PROPERTY = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -106,8 +106,8 @@ def random_sweeps(draw) -> dict:
 
 
 def column(path: str) -> str:
-    """The trials-table column of an axis path (the optimiser's values live under optim.)."""
-    return {"train.lr": "optim.lr", "train.optimizer": "optim.name"}.get(path, path)
+    """The trials-table column of an axis path: the same name (one name per setting)."""
+    return path
 
 
 def _seeds(data: dict) -> list[int]:
@@ -273,7 +273,7 @@ def test_plan_uses_the_results_root_of_the_file(tmp_path, capsys, monkeypatch):
 
 
 def test_plan_of_a_learning_rate_axis(tmp_path, capsys):
-    """train.lr is a real axis; its column in the specs and the store is optim.lr."""
+    """train.lr is a real axis; its column in the specs and the store is train.lr too."""
     path = write_sweep(tmp_path / "lr.yaml", variant(**{
         "axes": {"train": {"lr": {"grid": [0.001, 0.01]}}}, "seeds": 1}))
     rc = main(["plan", str(path), "--results", str(tmp_path / "r")])

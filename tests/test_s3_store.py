@@ -15,9 +15,9 @@ from sweep_helpers import TINY_STEPS, S3Server, cli, fake_results, sweep_text, v
 
 import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.plan import expand
+from sweeper.results import TABLE_SCHEMA_VERSION as SCHEMA_VERSION
+from sweeper.results import Store, pack_id, trajectories_table
 from sweeper.search_space import parse_sweep
-from sweeper.store import Store, pack_id, trajectories_table
-from sweeper.trajectory import SCHEMA_VERSION
 
 pytest.importorskip("moto")
 pytest.importorskip("boto3")

@@ -9,9 +9,9 @@ import pytest
 from sweeper.errors import SweeperInputError
 from sweeper.models import MODEL_FAMILY, MODELS
 from sweeper.registry import Param
+from sweeper.results import CONFIG_SCHEMA_VERSION
 from sweeper.spec import TRAIN_PARAMS, make_spec, spec_from_config
 from sweeper.tasks import TASKS
-from sweeper.trajectory import SCHEMA_VERSION
 
 
 def _model_for(task_id: str) -> str:
@@ -73,12 +73,25 @@ def test_trial_id_does_not_depend_on_spelling_defaults_or_number_types():
 
 
 def test_trial_id_is_a_pinned_hash_of_the_canonical_json():
-    # If this changes, every stored sweep's ids change: bump SCHEMA_VERSION deliberately.
+    # If this changes, every stored sweep's ids change: bump CONFIG_SCHEMA_VERSION only when
+    # what a config means changes. These are the ids every store so far holds.
     spec = make_spec("copy-v1", "seq2seq")
     doc = json.loads(spec.canonical_json())
-    assert doc["schema_version"] == SCHEMA_VERSION
+    assert doc["schema_version"] == CONFIG_SCHEMA_VERSION == 1
     assert spec.canonical_json() == json.dumps(doc, sort_keys=True, separators=(",", ":"))
-    assert spec.trial_id == make_spec("copy-v1", "seq2seq").trial_id
+    assert spec.trial_id == "86a6185c62814750"
+    assert make_spec("topic-v1", "kq-attention", seed=3).trial_id == "fe0cff1f52cf1b48"
+
+
+def test_a_new_metric_or_table_version_leaves_trial_ids_alone(monkeypatch):
+    from sweeper import trajectory
+    from sweeper.results import Metric, schema
+
+    before = make_spec("copy-v1", "seq2seq", seed=4).trial_id
+    monkeypatch.setitem(trajectory.METRICS, "copy",
+                        (*trajectory.METRICS["copy"], Metric("new_metric")))
+    monkeypatch.setattr(schema, "TABLE_SCHEMA_VERSION", schema.TABLE_SCHEMA_VERSION + 1)
+    assert make_spec("copy-v1", "seq2seq", seed=4).trial_id == before
 
 
 def test_trial_id_is_independent_of_device():
@@ -163,7 +176,7 @@ def test_family_defaults_give_topic_the_papers_full_batch_sgd():
 
 def test_flat_columns_include_the_derived_lift():
     flat = make_spec("copy-v1", "seq2seq", {"length": 10, "cooccurrence": 0.5}).flat()
-    assert flat["task.length"] == 10 and flat["model.heads"] == 1 and flat["optim.lr"] == 1e-3
+    assert flat["task.length"] == 10 and flat["model.heads"] == 1 and flat["train.lr"] == 1e-3
     assert flat["task.content_tokens"] == 15
     assert flat["task.lift"] == pytest.approx(14 / 9)
     assert flat["seed"] == 0

@@ -14,18 +14,18 @@ import pyarrow.parquet as pq
 import pytest
 from sweep_helpers import TINY_STEPS, all_files, fake_result, fake_results, sweep_text, variant
 
-from sweeper.errors import SweeperInputError
 from sweeper.plan import expand
-from sweeper.search_space import parse_sweep
-from sweeper.store import (
+from sweeper.results import TABLE_SCHEMA_VERSION as SCHEMA_VERSION
+from sweeper.results import (
+    ResultsInputError,
     Store,
     check_sweep_name,
-    failed_result,
     pack_id,
     trajectories_table,
     trials_table,
 )
-from sweeper.trajectory import SCHEMA_VERSION
+from sweeper.search_space import parse_sweep
+from sweeper.spec import TrialResult
 
 SWEEP = "tiny"
 
@@ -68,8 +68,8 @@ def test_write_pack_and_read_back_typed_columns(store, specs):
                 "task.vocab": pa.int64(), "task.mapping": pa.string(),
                 "task.repeat": pa.bool_(), "task.content_tokens": pa.int64(),
                 "task.lift": pa.float64(), "model.id": pa.string(), "model.heads": pa.int64(),
-                "model.width": pa.int64(), "optim.name": pa.string(),
-                "optim.lr": pa.float64(), "train.steps": pa.int64(), "seed": pa.int64(),
+                "model.width": pa.int64(), "train.optimizer": pa.string(),
+                "train.lr": pa.float64(), "train.steps": pa.int64(), "seed": pa.int64(),
                 "learned": pa.bool_(), "steps_to_learn": pa.int64(),
                 "final_accuracy": pa.float64(), "best_loss": pa.float64(),
                 "wall_time_s": pa.float64(), "node_id": pa.string()}
@@ -110,7 +110,7 @@ def test_pandas_and_pyarrow_read_the_folders(store, specs):
 
 
 def test_failed_trial_is_stored_with_error_and_no_trajectory(store, specs):
-    failed = failed_result(specs[0], "RuntimeError: boom")
+    failed = TrialResult.failed(specs[0], "RuntimeError: boom")
     store.write_pack(SWEEP, [failed, fake_result(specs[1])], attempts=3)
     rows = {r["trial_id"]: r for r in store.read(SWEEP, "trials").to_pylist()}
     assert rows[specs[0].trial_id]["status"] == "failed"
@@ -141,7 +141,8 @@ def test_every_file_carries_schema_version_and_provenance(store, specs):
         meta = pq.read_schema(path).metadata
         assert meta[b"sweeper.schema_version"] == str(SCHEMA_VERSION).encode()
         provenance = json.loads(meta[b"sweeper.provenance"])
-        assert {"sweeper", "host", "written", "torch"} <= set(provenance)
+        assert {"sweeper", "host", "written", "torch", "git_commit", "git_dirty"} <= set(
+            provenance)
 
 
 def test_files_are_written_whole_and_no_temporary_file_is_left(store, specs):
@@ -339,7 +340,7 @@ def test_compact_of_one_file_writes_nothing(store, specs):
                                   "-dash-first", ".hidden", "sp ace", "ümlaut", "a/../b",
                                   None, 7])
 def test_check_sweep_name_rejects_escapes(name):
-    with pytest.raises(SweeperInputError, match="allowed"):
+    with pytest.raises(ResultsInputError, match="allowed"):
         check_sweep_name(name)
 
 
@@ -349,8 +350,8 @@ def test_check_sweep_name_accepts_plain_names(name):
 
 
 def test_store_paths_never_leave_the_root(store):
-    with pytest.raises(SweeperInputError):
+    with pytest.raises(ResultsInputError):
         store.path("../outside", "trials")
-    with pytest.raises(SweeperInputError):
+    with pytest.raises(ResultsInputError):
         store.write_manifest("a/b", {})
     assert store.path("ok", "trials", "x") == store.root + "/ok/trials/x"

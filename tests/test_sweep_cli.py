@@ -20,9 +20,9 @@ from sweep_helpers import (
 
 from sweeper.executors.local import LocalExecutor
 from sweeper.plan import expand
+from sweeper.results import Store
 from sweeper.runner import run_sweep
 from sweeper.search_space import load_sweep
-from sweeper.store import Store
 
 
 def _files_state(root) -> dict[str, int]:
@@ -57,7 +57,7 @@ def test_local_run_lands_in_parquet(first_run):
     assert set(trials["seed"]) == {0, 1}
     assert (trials["status"] == "ok").all() and (trials["attempts"] == 1).all()
     assert trials["node_id"].isna().all()  # run in-process
-    assert {"task.hardness", "task.lift", "model.heads", "optim.lr", "train.steps",
+    assert {"task.hardness", "task.lift", "model.heads", "train.lr", "train.steps",
             "learned", "final_accuracy", "best_loss"} <= set(trials.columns)
     traj = pq.read_table(results / "tiny" / "trajectories")
     assert traj.num_rows == 4 * len(TINY_STEPS)
@@ -79,7 +79,8 @@ def test_manifest_records_the_sweep(first_run):
     assert manifest["sweep_file"] == first_run["file"].read_text()
     assert manifest["trials_expanded"] == 4
     assert manifest["task"] == "copy-v1" and manifest["search"] == "grid"
-    assert {"sweeper", "torch", "pyarrow"} <= set(manifest["versions"])
+    assert {"sweeper", "torch", "pyarrow", "git_commit", "git_dirty"} <= set(
+        manifest["provenance"])
 
 
 def test_status_by_name_path_and_file(first_run):
@@ -182,13 +183,13 @@ def test_failing_trials_are_retried_then_stored_as_failed(tmp_path, monkeypatch)
 
 
 def test_a_learning_rate_axis_runs(tmp_path):
-    """train.lr is stored as optim.lr: the run's summary table must still find it."""
+    """train.lr is stored as train.lr (one name everywhere); the summary table finds it."""
     sweep_file = write_sweep(tmp_path / "lr.yaml", variant(**{
         "axes": {"train": {"lr": {"grid": [0.001, 0.01]}}}, "seeds": 1}))
     rc, out, err = cli(["run", sweep_file, "--results", tmp_path / "r", "--executor", "local"])
     assert rc == 0, err
     assert "ran 2 trials" in out
-    assert sorted(_trials(tmp_path / "r")["optim.lr"]) == [0.001, 0.01]
+    assert sorted(_trials(tmp_path / "r")["train.lr"]) == [0.001, 0.01]
 
 
 def test_optuna_on_the_local_executor_is_refused_before_writing(tmp_path):

@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
+from sweep_helpers import derive_outcomes
 
 from sweeper.errors import SweeperError
 from sweeper.experiments import make_experiment
 from sweeper.optim import PackedOptimizer
-from sweeper.outcomes import derive_outcomes
 from sweeper.spec import make_spec
 from sweeper.train import train, train_pack
 from sweeper.trajectory import METRICS

@@ -1,0 +1,66 @@
+"""The results contract: what a sweep's results are, in one place.
+
+Imports pyarrow, pandas and numpy only (never torch, Ray, or the rest of sweeper), so that
+`analysis`, notebooks and the commands that only read work on a laptop and start fast.
+
+The contract, as each part's module states it:
+
+- **Layout** (`layout`): `<root>/<sweep>/manifest.json`, `trials/part-*.parquet`,
+  `trajectories/part-*.parquet`; the sweep-name rule (one folder name); trial ids (the hash of
+  a trial's canonical config and `CONFIG_SCHEMA_VERSION`) and pack ids.
+- **Commit rule** (`layout.committed_files`): a pack counts once its trials file exists; a
+  compacted file replaces the files it names. Every reader takes its file lists from it.
+- **Schemas** (`schema`): built from the parameter declarations of tasks and models and the
+  metric declarations (`Metric`) of each family; `TABLE_SCHEMA_VERSION` in every file;
+  older versions stay readable (`LEGACY_COLUMNS`).
+- **Outcomes** (`outcomes`): one vectorised derivation from trajectories, thresholds as
+  parameters; the trainer stores what it gives at the defaults.
+- **Cell statistics** (`cells`): counts, success share, Wilson interval, and which statuses
+  count, for every summary, diagram and sampler.
+- **Store** (`store`): one interface, one class per backend (`FileStore`: local or pyarrow.fs
+  URIs such as s3://; `MemoryStore`), atomic whole-file writes, recovery, compaction.
+"""
+
+from sweeper.results.cells import COUNTED_STATUSES, cell_stats, counted, wilson_interval
+from sweeper.results.errors import ResultsInputError
+from sweeper.results.layout import (
+    CONFIG_SCHEMA_VERSION,
+    TABLES,
+    check_sweep_name,
+    committed_files,
+    pack_id,
+    pack_of_file,
+    trial_id,
+)
+from sweeper.results.outcomes import (
+    DEFAULT_THRESHOLDS,
+    OUTCOME_COLUMNS,
+    Thresholds,
+    derive_outcomes,
+    label_entropy,
+    plateau_level,
+    recompute_outcomes,
+    trial_outcomes,
+    trials_outcomes,
+    with_outcomes,
+)
+from sweeper.results.records import Record, failed_outcomes, trajectories_table, trials_table
+from sweeper.results.schema import (
+    LEGACY_COLUMNS,
+    TABLE_SCHEMA_VERSION,
+    Metric,
+    trajectory_schema,
+    trials_schema,
+)
+from sweeper.results.store import FileStore, MemoryStore, Store
+
+__all__ = [
+    "CONFIG_SCHEMA_VERSION", "COUNTED_STATUSES", "DEFAULT_THRESHOLDS", "FileStore",
+    "LEGACY_COLUMNS", "MemoryStore", "Metric", "OUTCOME_COLUMNS", "Record", "ResultsInputError",
+    "Store", "TABLES", "TABLE_SCHEMA_VERSION", "Thresholds", "cell_stats", "check_sweep_name",
+    "committed_files", "counted", "derive_outcomes", "failed_outcomes", "label_entropy", "pack_id",
+    "pack_of_file",
+    "plateau_level", "recompute_outcomes", "trajectories_table", "trajectory_schema", "trial_id",
+    "trial_outcomes", "trials_outcomes", "trials_schema", "trials_table", "wilson_interval",
+    "with_outcomes",
+]

@@ -1,0 +1,91 @@
+"""Cell statistics: the one definition of "success of a cell", used by every summary.
+
+A cell is a group of trials with equal values of some axes (a grid point); its seeds are the
+trials in it. The run summary, the phase diagram, the report, the Optuna warm start and any
+sampler count successes here and nowhere else:
+
+- A trial is *counted* when its status is in `COUNTED_STATUSES` and its outcome is known: a
+  diverged run is a failure to learn; a `failed` run (the code raised) and a `stopped` one (an
+  early-stopping scheduler cut it) say nothing about learning, and are not counted.
+- n_trials: every trial of the cell (any status); n: the counted ones; successes: counted
+  trials whose outcome is true; p = successes / n; p_low, p_high: the Wilson score interval at
+  `confidence`; median_steps: the median of the outcome's step column over the successes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+
+from sweeper.results.errors import ResultsInputError
+
+COUNTED_STATUSES = ("ok", "diverged")
+CELL_COLUMNS = ("n_trials", "n", "successes", "p", "p_low", "p_high", "median_steps",
+                "failed")
+
+
+def wilson_interval(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """The Wilson score interval for k successes out of n; NaN where n = 0."""
+    k = np.asarray(successes, dtype=float)
+    n = np.asarray(n, dtype=float)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = k / n
+        denom = 1 + z**2 / n
+        center = (p + z**2 / (2 * n)) / denom
+        half = z / denom * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
+    low = np.where(k == 0, 0.0, np.clip(center - half, 0, 1))  # exact at the ends: no 1e-17
+    high = np.where(k == n, 1.0, np.clip(center + half, 0, 1))
+    empty = n == 0
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
+def counted(trials: pd.DataFrame, outcome: str = "learned",
+            statuses: Sequence[str] = COUNTED_STATUSES) -> pd.Series:
+    """Which trials count as seeds of their cell (see the module's docstring)."""
+    ok = (trials["status"].isin(statuses) if "status" in trials.columns
+          else pd.Series(True, index=trials.index))
+    return ok & trials[outcome].astype("boolean").notna()
+
+
+def cell_stats(trials: pd.DataFrame, axes: Sequence[str], outcome: str = "learned",
+               steps: str | None = "steps_to_learn", *,
+               statuses: Sequence[str] = COUNTED_STATUSES,
+               confidence: float = 0.95) -> pd.DataFrame:
+    """One row per cell (the distinct values of `axes` present), sorted by the axes, with
+    CELL_COLUMNS. `outcome` is a boolean column; `steps` the step column whose median over the
+    successes is reported (None: no median)."""
+    for column in [*axes, outcome]:
+        if column not in trials.columns:
+            raise ResultsInputError(f"unknown column {column!r} for cell statistics; available: "
+                                    + ", ".join(sorted(map(str, trials.columns))))
+    axes = list(axes)
+    is_counted = counted(trials, outcome, statuses)
+    success = is_counted & trials[outcome].astype("boolean").fillna(False)
+    work = pd.DataFrame({
+        "counted": is_counted.astype(int), "success": success.astype(int),
+        "failed": (trials["status"] == "failed").astype(int) if "status" in trials.columns
+        else 0,
+        "steps": (pd.to_numeric(trials[steps], errors="coerce").astype(float).where(success)
+                  if steps is not None and steps in trials.columns else np.nan),
+    }, index=trials.index)
+    if not axes:
+        work["_all"] = "all"
+        keys = ["_all"]
+    else:
+        work[axes] = trials[axes]
+        keys = axes
+    grouped = work.groupby(keys, sort=True, dropna=False)
+    cells = pd.DataFrame({
+        "n_trials": grouped.size(), "n": grouped["counted"].sum(),
+        "successes": grouped["success"].sum(), "median_steps": grouped["steps"].median(),
+        "failed": grouped["failed"].sum(),
+    }).reset_index()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cells["p"] = np.where(cells["n"] > 0, cells["successes"] / cells["n"].clip(lower=1),
+                              np.nan)
+    cells["p_low"], cells["p_high"] = wilson_interval(cells["successes"], cells["n"], confidence)
+    return cells[[*([] if not axes else axes), *CELL_COLUMNS]]

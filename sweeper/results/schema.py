@@ -1,0 +1,73 @@
+"""The Arrow schemas of the two tables, built from declarations, never from code that trains.
+
+- A family declares its metrics as `Metric`s (scalar, or a list per row: per head, per topic
+  word); the trajectories table has one column per metric.
+- The trials table: run facts (`RUN_FIELDS`), one typed column per config value (the caller
+  gives their names and types, from the task's and model's parameter declarations), the
+  outcomes (`sweeper.results.outcomes`) and, per scalar metric, `final_<m>` and `best_<m>`.
+
+`TABLE_SCHEMA_VERSION` is written into every file's metadata; readers accept older versions
+(`LEGACY_COLUMNS` renames what an older version called otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+TABLE_SCHEMA_VERSION = 2  # 2: train.optimizer / train.lr (1 called them optim.name / optim.lr)
+
+# Columns older stores call otherwise: read under today's names.
+LEGACY_COLUMNS = {"optim.name": "train.optimizer", "optim.lr": "train.lr"}
+
+ARROW_TYPES = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}
+
+RUN_FIELDS = (
+    pa.field("trial_id", pa.string()), pa.field("sweep", pa.string()),
+    pa.field("pack_id", pa.string()), pa.field("status", pa.string()),
+    pa.field("error", pa.string()), pa.field("wall_time_s", pa.float64()),
+    pa.field("host", pa.string()), pa.field("node_id", pa.string()),
+    pa.field("attempts", pa.int32()),
+)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One logged metric of a family: a trajectories column (and final_/best_ when scalar)."""
+
+    name: str
+    per_item: bool = False  # a list per row (per head, per topic word)
+    lower_is_better: bool = False
+    doc: str = ""
+
+
+def scalar(metrics: Iterable[Metric]) -> tuple[Metric, ...]:
+    return tuple(m for m in metrics if not m.per_item)
+
+
+def trajectory_schema(metrics: Iterable[Metric]) -> pa.Schema:
+    fields = [pa.field("trial_id", pa.string()), pa.field("step", pa.int32())]
+    for m in metrics:
+        fields.append(pa.field(m.name, pa.list_(pa.float64()) if m.per_item else pa.float64()))
+    return pa.schema(fields)
+
+
+def summary_fields(metrics: Iterable[Metric]) -> list[pa.Field]:
+    """final_<m> and best_<m> of each scalar metric."""
+    return [pa.field(f"{kind}_{m.name}", pa.float64())
+            for m in scalar(metrics) for kind in ("final", "best")]
+
+
+def trials_schema(config_types: Mapping[str, pa.DataType], metrics: Iterable[Metric]
+                  ) -> pa.Schema:
+    """Run facts, config columns (in the order given), outcomes, final/best per metric."""
+    from sweeper.results.outcomes import OUTCOME_TYPES
+
+    fields = list(RUN_FIELDS)
+    fields += [pa.field(name, t) for name, t in config_types.items()]
+    fields += [pa.field(name, t) for name, t in OUTCOME_TYPES.items()]
+    fields += summary_fields(metrics)
+    return pa.schema(fields)
+

@@ -1,0 +1,326 @@
+"""The store: one folder per sweep under a results root, behind one small interface.
+
+The contract (every backend keeps it; `tests/test_store_contract.py` checks each one):
+
+- Layout and commit rule: `sweeper.results.layout`. A pack is written as two files named by
+  its pack id: its trajectories first, then its trials file, which commits it
+  (`committed_files`). A reader never counts a trajectories file without its trials file.
+- Files are immutable and written whole: a temporary name then a rename on local disks, a
+  single put on object stores. A reader never sees half a file.
+- A trial id is stored at most once: `write_pack` is called by one writer per sweep (the
+  driver's `Recorder`), which skips ids already stored.
+- `compact()` merges every committed file into one pair; the new trials file names the files it
+  replaces in its metadata, so a crash in the middle is finished by `recover()` without losing
+  or doubling a row. `recover()` also deletes orphaned trajectories and temporary files.
+- Every file carries `sweeper.schema_version` (the tables' version) and `sweeper.provenance`
+  (package versions, host, time, git commit and dirty flag) in its Parquet metadata.
+
+Backends: `FileStore` (a local path or any pyarrow.fs URI: s3://bucket/prefix?...) and
+`MemoryStore` (the same code over an in-memory filesystem, for tests). `Store.open(uri)`
+picks one: "memory://NAME" is a process-wide in-memory root.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from sweeper.results.errors import ResultsInputError
+from sweeper.results.layout import (
+    COMPACT_PREFIX,
+    TABLES,
+    TEMP_PREFIX,
+    check_sweep_name,
+    committed_files,
+    is_part,
+    pack_id,
+    part_name,
+)
+from sweeper.results.memfs import memory_filesystem
+from sweeper.results.provenance import provenance
+from sweeper.results.records import Record, trajectories_table, trials_table
+from sweeper.results.schema import LEGACY_COLUMNS, TABLE_SCHEMA_VERSION
+
+
+def _with_metadata(table: pa.Table, extra: dict[str, str] | None = None) -> pa.Table:
+    meta = {b"sweeper.schema_version": str(TABLE_SCHEMA_VERSION).encode(),
+            b"sweeper.provenance": json.dumps(provenance()).encode()}
+    for k, v in (extra or {}).items():
+        meta[f"sweeper.{k}".encode()] = v.encode()
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+
+
+def _s3_put(uri: str):
+    """A single PutObject per file: the object appears whole or not at all.
+
+    pyarrow's S3 output stream uploads in parts (CreateMultipartUpload, UploadPart, Complete),
+    which some S3 servers reject for small files; one put is simpler and atomic. Endpoint,
+    scheme and region come from the URI's query, credentials from the environment (boto3's
+    default chain), never from a sweep file. Without boto3, pyarrow's stream is used.
+    """
+    from urllib.parse import parse_qs, urlsplit
+
+    try:
+        import boto3
+    except ImportError:  # pragma: no cover
+        return None
+    query = {k: v[-1] for k, v in parse_qs(urlsplit(uri).query).items()}
+    endpoint = query.get("endpoint_override")
+    if endpoint and "://" not in endpoint:
+        endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
+    client = boto3.client("s3", endpoint_url=endpoint, region_name=query.get("region"))
+
+    def put(path: str, data: bytes) -> None:
+        bucket, _, key = path.partition("/")
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    return put
+
+
+# -- the store -----------------------------------------------------------------------------
+@dataclass
+class Store:
+    """A results root: `Store.open("./results")`, `Store.open("s3://bucket/prefix")`.
+
+    The interface every backend offers (the contract is this module's docstring): write_pack,
+    write_manifest / read_manifest, files (committed, by `committed_files`), read / dataset,
+    stored_ids, status_counts, recover, compact, sweeps.
+    """
+
+    fs: pafs.FileSystem
+    root: str
+    uri: str
+
+    put_object: Any = field(default=None, repr=False)  # S3: one PutObject per file
+
+    def __getstate__(self) -> dict:
+        """Picklable (Ray Tune pickles its callbacks): the S3 client is rebuilt on arrival."""
+        return {**self.__dict__, "put_object": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.uri.startswith("s3://"):
+            self.put_object = _s3_put(self.uri)
+
+    @staticmethod
+    def open(uri: str) -> Store:
+        """The backend for a results root: MemoryStore for memory://NAME, else FileStore."""
+        if not isinstance(uri, str) or not uri:
+            raise ResultsInputError(f"--results: got {uri!r}; allowed: a local path or a "
+                                    "pyarrow.fs URI such as s3://bucket/prefix")
+        if uri.startswith("memory://"):
+            return MemoryStore.named(uri)
+        return FileStore.at(uri)
+
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
+    def path(self, sweep: str, *parts: str) -> str:
+        return "/".join([self.root, check_sweep_name(sweep), *parts])
+
+    # writing -------------------------------------------------------------------------------
+    def _put(self, path: str, data: bytes) -> None:
+        """Write a whole file: temp name + rename locally, a single put on object stores."""
+        parent = path.rsplit("/", 1)[0]
+        if self.put_object is not None:
+            self.put_object(path, data)
+            return
+        self.fs.create_dir(parent, recursive=True)
+        if self.is_local or isinstance(self, MemoryStore):
+            tmp = f"{parent}/{TEMP_PREFIX}{uuid.uuid4().hex}"
+            with self.fs.open_output_stream(tmp) as f:
+                f.write(data)
+            self.fs.move(tmp, path)
+        else:
+            with self.fs.open_output_stream(path) as f:
+                f.write(data)
+
+    def _put_table(self, path: str, table: pa.Table, extra: dict[str, str] | None = None,
+                   row_group_size: int | None = None) -> None:
+        buf = io.BytesIO()
+        pq.write_table(_with_metadata(table, extra), buf, row_group_size=row_group_size)
+        self._put(path, buf.getvalue())
+
+    def write_pack(self, sweep: str, records: Sequence[Record], attempts: int = 1,
+                   node_id: str | None = None) -> str:
+        """Store one pack's trials: trajectories first, then the trials file that commits them."""
+        pack = pack_id(r.trial_id for r in records)
+        name = part_name(pack)
+        self._put_table(self.path(sweep, "trajectories", name), trajectories_table(records))
+        self._put_table(self.path(sweep, "trials", name),
+                        trials_table(records, sweep, pack, attempts, node_id))
+        return pack
+
+    def write_manifest(self, sweep: str, manifest: Mapping[str, Any]) -> None:
+        old = self.read_manifest(sweep) or {}
+        now = dt.datetime.now(dt.timezone.utc).isoformat()
+        merged = {**old, **manifest, "sweep": sweep, "schema_version": TABLE_SCHEMA_VERSION,
+                  "provenance": provenance(), "created": old.get("created", now),
+                  "updated": now}
+        self._put(self.path(sweep, "manifest.json"), json.dumps(merged, indent=2).encode())
+
+    # reading -------------------------------------------------------------------------------
+    def sweeps(self) -> list[str]:
+        """The sweep folders under the root (those holding a trials/ folder)."""
+        selector = pafs.FileSelector(self.root, allow_not_found=True)
+        folders = [i.base_name for i in self.fs.get_file_info(selector)
+                   if i.type == pafs.FileType.Directory]
+        return sorted(f for f in folders if self.fs.get_file_info(
+            f"{self.root}/{f}/trials").type == pafs.FileType.Directory)
+
+    def read_manifest(self, sweep: str) -> dict[str, Any] | None:
+        path = self.path(sweep, "manifest.json")
+        if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
+            return None
+        with self.fs.open_input_stream(path) as f:
+            return json.loads(f.read())
+
+    def committed(self, sweep: str) -> dict[str, list[str]]:
+        """Both tables' committed files (full paths), by `committed_files`."""
+        names = {t: self._names(sweep, t) for t in TABLES}
+        chosen = committed_files(names, lambda name: self._replaces(sweep, name))
+        return {t: [self.path(sweep, t, n) for n in chosen[t]] for t in TABLES}
+
+    def files(self, sweep: str, table: str) -> list[str]:
+        """Committed files of a table (temporary, orphaned and replaced files left out)."""
+        return self.committed(sweep)[table]
+
+    def _replaces(self, sweep: str, name: str) -> list[str]:
+        """The files a compacted trials file names in its `replaces` metadata."""
+        meta = pq.read_schema(self.path(sweep, "trials", name), filesystem=self.fs).metadata or {}
+        return json.loads(meta.get(b"sweeper.replaces", b"[]"))
+
+    def _names(self, sweep: str, table: str) -> set[str]:
+        selector = pafs.FileSelector(self.path(sweep, table), allow_not_found=True)
+        return {info.base_name for info in self.fs.get_file_info(selector)
+                if is_part(info.base_name)}
+
+    def dataset(self, sweep: str, table: str) -> ds.Dataset | None:
+        files = self.files(sweep, table)
+        return ds.dataset(files, filesystem=self.fs, format="parquet") if files else None
+
+    def read(self, sweep: str, table: str, columns: list[str] | None = None,
+             filter: ds.Expression | None = None) -> pa.Table | None:
+        data = self.dataset(sweep, table)
+        return None if data is None else data.to_table(columns=columns, filter=filter)
+
+    def stored_ids(self, sweep: str) -> set[str]:
+        table = self.read(sweep, "trials", columns=["trial_id"])
+        return set() if table is None else set(table.column("trial_id").to_pylist())
+
+    def status_counts(self, sweep: str) -> dict[str, int]:
+        table = self.read(sweep, "trials", columns=["status"])
+        if table is None:
+            return {}
+        counts: dict[str, int] = {}
+        for s in table.column("status").to_pylist():
+            counts[s] = counts.get(s, 0) + 1
+        return counts
+
+    # maintenance ---------------------------------------------------------------------------
+    def recover(self, sweep: str) -> list[str]:
+        """Finish what a crash left: interrupted compactions, orphaned and temporary files."""
+        removed = []
+        names = {t: self._names(sweep, t) for t in TABLES}
+        chosen = committed_files(names, lambda name: self._replaces(sweep, name))
+        for table in TABLES:
+            for stale in sorted(names[table] - set(chosen[table])):
+                self.fs.delete_file(self.path(sweep, table, stale))
+                removed.append(self.path(sweep, table, stale))
+            selector = pafs.FileSelector(self.path(sweep, table), allow_not_found=True)
+            for info in self.fs.get_file_info(selector):
+                if info.base_name.startswith(TEMP_PREFIX):
+                    self.fs.delete_file(info.path)
+                    removed.append(info.path)
+        return removed
+
+    def compact(self, sweep: str, row_groups: int | None = None) -> tuple[int, int]:
+        """Merge all committed files into one pair; returns (files before, rows of trials).
+
+        The merged trajectories are sorted by trial_id and step, in row groups of 64 Ki rows
+        (or `row_groups` of them), so that one trial's rows are found by statistics alone.
+        """
+        self.recover(sweep)
+        trial_files = [p.rsplit("/", 1)[1] for p in self.files(sweep, "trials")]
+        if len(trial_files) <= 1 and row_groups is None:
+            return len(trial_files), len(self.stored_ids(sweep))
+        trials = _current_names(self.read(sweep, "trials"))
+        trajectories = self.read(sweep, "trajectories").sort_by([("trial_id", "ascending"),
+                                                                 ("step", "ascending")])
+        if trials.num_rows != len(set(trials.column("trial_id").to_pylist())):
+            raise RuntimeError(f"sweep {sweep}: duplicate trial ids before compaction")
+        name = f"{COMPACT_PREFIX}{uuid.uuid4().hex[:12]}.parquet"
+        extra = {"replaces": json.dumps(trial_files)}
+        group_rows = (64 * 1024 if row_groups is None
+                      else max(1, -(-trajectories.num_rows // row_groups)))
+        self._put_table(self.path(sweep, "trajectories", name), trajectories, extra,
+                        row_group_size=group_rows)
+        self._put_table(self.path(sweep, "trials", name), trials, extra)
+        for table in TABLES:  # trials first: the pack is then uncommitted
+            for old in trial_files:
+                self.fs.delete_file(self.path(sweep, table, old))
+        return len(trial_files), trials.num_rows
+
+
+def _current_names(table: pa.Table) -> pa.Table:
+    """Compaction writes today's column names (a mix of old and new files is unified)."""
+    columns = {}
+    for name in table.column_names:
+        new = LEGACY_COLUMNS.get(name, name)
+        if new in columns:
+            columns[new] = pa.compute.coalesce(columns[new], table.column(name))
+        else:
+            columns[new] = table.column(name)
+    return pa.table(columns, metadata=table.schema.metadata)
+
+
+class FileStore(Store):
+    """A local folder or any pyarrow.fs URI (s3://bucket/prefix?endpoint_override=...)."""
+
+    @classmethod
+    def at(cls, uri: str) -> FileStore:
+        if "://" in uri:
+            try:
+                fs, root = pafs.FileSystem.from_uri(uri)
+            except (pa.ArrowInvalid, ValueError, OSError) as exc:
+                raise ResultsInputError(f"--results: got {uri!r}, which pyarrow.fs cannot open "
+                                        f"({exc}); allowed: a local path or a pyarrow.fs URI "
+                                        "such as s3://bucket/prefix") from None
+        else:
+            import os
+
+            fs, root = pafs.LocalFileSystem(), os.path.abspath(uri)
+        store = cls(fs, root.rstrip("/"), uri)
+        if uri.startswith("s3://"):
+            store.put_object = _s3_put(uri)
+        return store
+
+
+class MemoryStore(Store):
+    """The same store over an in-memory filesystem: for tests, nothing touches a disk.
+
+    `Store.open("memory://NAME")` returns the same root for the same NAME within a process.
+    """
+
+    @classmethod
+    def named(cls, uri: str) -> MemoryStore:
+        name = uri[len("memory://"):].strip("/") or "default"
+        return cls(memory_filesystem(name), f"/{name}", uri)
+
+    def __getstate__(self) -> dict:
+        return {"uri": self.uri}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(MemoryStore.named(state["uri"]).__dict__)
