@@ -1,6 +1,7 @@
 """Analysis of sweeper results: load, query, recompute outcomes, phase diagrams, plots, report.
 
-Reads the Parquet store only (docs/data-model.md); never imports sweeper, torch or ray.
+Reads the Parquet store through the results contract, `sweeper.results` (docs/data-model.md),
+and imports nothing else of sweeper, and never torch or ray.
 Plotting (`analysis.plots`, `analysis.report`) is imported on demand, so loading and
 querying do not pay for matplotlib.
 
@@ -10,11 +11,11 @@ querying do not pay for matplotlib.
                                         "model.heads")
 """
 
-from sweeper.results.outcomes import Thresholds, recompute_outcomes, with_outcomes
+from sweeper.results import Thresholds, recompute_outcomes, wilson_interval, with_outcomes
 
 from .errors import AnalysisInputError
 from .load import Results, load
-from .phase import PhaseDiagram, compute_phase, phase_from_results, wilson_interval
+from .phase import PhaseDiagram, compute_phase, phase_from_results
 from .query import connect, format_frame, query_frame, sql
 
 __all__ = [

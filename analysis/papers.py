@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from sweeper.results import COUNTED_STATUSES, wilson_interval
 from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
 
 from .errors import AnalysisInputError
-from .phase import COUNTED_STATUSES, wilson_interval
 
 
 def _counted(trials: pd.DataFrame) -> pd.DataFrame:

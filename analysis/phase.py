@@ -10,35 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
 
-from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
+from sweeper.results import (
+    COUNTED_STATUSES,
+    DEFAULT_THRESHOLDS,
+    Thresholds,
+    cell_stats,
+    counted,
+    wilson_interval,
+    with_outcomes,
+)
 
 from .errors import AnalysisInputError, unknown_column
 
 REGIMES = ("learned", "failed", "unreliable", "insufficient", "missing")
-COUNTED_STATUSES = ("ok", "diverged")
 CONFIG_PREFIXES = ("task.", "model.", "optim.", "train.")
 _FACET = "_facet"
-
-
-def wilson_interval(successes, n, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """The Wilson score interval for k successes out of n; NaN where n = 0."""
-    k = np.asarray(successes, dtype=float)
-    n = np.asarray(n, dtype=float)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = k / n
-        denom = 1 + z**2 / n
-        center = (p + z**2 / (2 * n)) / denom
-        half = z / denom * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
-    low = np.where(k == 0, 0.0, np.clip(center - half, 0, 1))  # exact at the ends: no 1e-17
-    high = np.where(k == n, 1.0, np.clip(center + half, 0, 1))
-    empty = n == 0
-    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
 
 
 @dataclass
@@ -145,25 +135,15 @@ def _pooled(frame: pd.DataFrame, keys: list[str]) -> list[str]:
 # ---------------------------------------------------------------- cells
 
 def _cell_stats(frame: pd.DataFrame, keys: list[str], statuses: Sequence[str]) -> pd.DataFrame:
-    """n_trials, n, successes and medians per sampled cell."""
-    ok = frame["status"].isin(statuses) if "status" in frame.columns else pd.Series(
-        True, index=frame.index)
-    learned = frame["learned"].astype("boolean")
-    counted = ok & learned.notna()
-    work = pd.DataFrame({
-        "counted": counted.astype(int),
-        "success": (counted & learned.fillna(False)).astype(int),
-        "steps": _float(frame, "steps_to_learn").where(counted & learned.fillna(False)),
-        "onset": _float(frame, "attention_onset").where(counted),
-    }, index=frame.index)
-    work[keys] = frame[keys]
-    grouped = work.groupby(keys, sort=False)
-    return pd.DataFrame({
-        "n_trials": grouped.size(), "n": grouped["counted"].sum(),
-        "successes": grouped["success"].sum(),
-        "median_steps_to_learn": grouped["steps"].median(),
-        "median_attention_onset": grouped["onset"].median(),
-    })
+    """n_trials, n, successes and medians per sampled cell: `sweeper.results.cell_stats`, the
+    one definition of a cell's success, plus the median attention onset of counted seeds."""
+    cells = cell_stats(frame, keys, "learned", "steps_to_learn", statuses=statuses)
+    onset = _float(frame, "attention_onset").where(counted(frame, "learned", statuses))
+    onsets = onset.groupby([frame[k] for k in keys], sort=True, dropna=False).median()
+    cells = cells.merge(onsets.rename("median_attention_onset").reset_index(), on=keys,
+                        how="left")
+    return cells.rename(columns={"median_steps": "median_steps_to_learn"}).set_index(keys)[
+        ["n_trials", "n", "successes", "median_steps_to_learn", "median_attention_onset"]]
 
 
 def _float(frame: pd.DataFrame, column: str) -> pd.Series:

@@ -20,8 +20,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from sweeper.results import COUNTED_STATUSES
+
 from .errors import AnalysisInputError
-from .phase import COUNTED_STATUSES, PhaseDiagram
+from .phase import PhaseDiagram
 
 LABELS = {
     "task.cooccurrence": "co-occurrence strength c", "task.hardness": "hardness h",
