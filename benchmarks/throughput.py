@@ -294,7 +294,7 @@ def plain_topic(w: Workload, steps: int, seed: int) -> None:
     from torch import nn
 
     from sweeper.spec import make_spec
-    from sweeper.tasks.topic import generate
+    from sweeper.tasks.topic_data import generate
 
     spec = make_spec(w.task, w.model, w.task_params, w.model_params, {**w.train, "steps": 1},
                      seed=seed)

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from sweeper.tasks import TASKS, make_task
-from sweeper.tasks.copy import CopySampler
-from sweeper.tasks.topic import generate
+from sweeper.tasks.copy_data import CopySampler
+from sweeper.tasks.topic_data import generate
 
 
 # -- small-shape samplers per family: (task id, seed) -> list of named integer tensors ---------

@@ -15,7 +15,8 @@ import torch
 from sweeper import metrics as M
 from sweeper.models.seq2seq import Seq2Seq
 from sweeper.spec import TrialSpec
-from sweeper.tasks.copy import COMPONENTS, CopySampler
+from sweeper.tasks.copy import COMPONENTS
+from sweeper.tasks.copy_data import CopySampler
 
 PROBE_CHUNK = 1 << 20  # elements of the [K, b, T, S, d] probe tensor computed at once
 

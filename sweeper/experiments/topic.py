@@ -14,7 +14,7 @@ from sweeper import metrics as M
 from sweeper.models.kq_attention import Bags, KQAttention
 from sweeper.seeding import generator
 from sweeper.spec import TrialSpec
-from sweeper.tasks.topic import TopicData, generate
+from sweeper.tasks.topic_data import TopicData, generate
 
 
 def _stack(parts: list[TopicData]) -> TopicData:

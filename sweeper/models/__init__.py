@@ -12,5 +12,6 @@ MODELS = Registry("model")
 # Which task family each model can train on.
 MODEL_FAMILY = {"seq2seq": "copy", "kq-attention": "topic"}
 
-from sweeper.models import kq_attention as _kq  # noqa: E402,F401
-from sweeper.models import seq2seq as _s2s  # noqa: E402,F401
+# Registration happens on import of the declarations (no torch); the nn.Modules are in
+# seq2seq.py and kq_attention.py, imported by the experiments that train them.
+from sweeper.models import configs as _configs  # noqa: E402,F401

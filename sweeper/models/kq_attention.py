@@ -30,56 +30,14 @@ sentence's denominator underflows (scores spread by more than ~60 within a model
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sweeper.models import MODELS
 from sweeper.models import init as I
+from sweeper.models.configs import KQConfig
 from sweeper.models.seq2seq import lookup
-from sweeper.registry import Param
 from sweeper.seeding import generator
-
-
-@dataclass(frozen=True)
-class KQConfig:
-    classifier: str = "fc"
-    dim: int = 10
-    train_keys: bool = True
-    train_embeddings: bool = True
-    query_std: float = 0.3
-    embedding_std: float | None = None  # None: 1e-6 when trained, 0.1 when frozen
-
-    family = "topic"
-
-    @property
-    def init_std(self) -> float:
-        if self.embedding_std is not None:
-            return self.embedding_std
-        return 1e-6 if self.train_embeddings else 0.1
-
-    def shape(self) -> tuple:
-        return ("kq-attention", self.classifier, self.dim, self.train_keys,
-                self.train_embeddings)
-
-
-MODELS.register(
-    "kq-attention",
-    KQConfig,
-    (
-        Param("classifier", str, "fc", "fc fixed linear, tc trainable linear, tl two layers",
-              choices=("fc", "tc", "tl")),
-        Param("dim", int, 10, "D, embedding and key width", low=1, high=4096),
-        Param("train_keys", bool, True, "false: keys frozen at zero (KF, uniform attention)"),
-        Param("train_embeddings", bool, True, "false: embeddings frozen (EF)"),
-        Param("query_std", float, 0.3, "std of the fixed query", low=0, high=100),
-        Param("embedding_std", float, None, "embedding init std (default 1e-6, EF 0.1)", low=0,
-              high=100, nullable=True),
-    ),
-    doc="Key-query attention over a bag of words with a fc/tc/tl classifier (Lu et al. 2021).",
-)
 
 
 class Bags:

@@ -33,41 +33,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sweeper.models import MODELS
 from sweeper.models import init as I
 from sweeper.models import recurrence as R
-from sweeper.registry import Param
+from sweeper.models.configs import Seq2SeqConfig
 from sweeper.seeding import generator
-
-
-@dataclass(frozen=True)
-class Seq2SeqConfig:
-    width: int = 64
-    heads: int = 1
-    cell: str = "lstm"
-    attention: str = "learned"
-    shared_embedding: bool = True
-
-    family = "copy"
-
-    def shape(self) -> tuple:
-        return ("seq2seq", self.width, self.heads, self.cell, self.attention,
-                self.shared_embedding)
-
-
-MODELS.register(
-    "seq2seq",
-    Seq2SeqConfig,
-    (
-        Param("width", int, 64, "d, width of embeddings and states", low=1, high=8192),
-        Param("heads", int, 1, "H, attention heads whose contexts are averaged", low=1, high=256),
-        Param("cell", str, "lstm", "recurrent cell", choices=("lstm", "gru")),
-        Param("attention", str, "learned", "learned, or uniform (scores zeroed)",
-              choices=("learned", "uniform")),
-        Param("shared_embedding", bool, True, "encoder and decoder share one embedding"),
-    ),
-    doc="LSTM/GRU encoder-decoder with H averaged attention heads (Snell et al. 2021).",
-)
 
 
 @dataclass
