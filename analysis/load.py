@@ -303,6 +303,21 @@ class Results:
         self._trajectory_types: dict[str, pa.DataType] | None = None
         self._trajectories: pd.DataFrame | None = None
 
+    def __repr__(self) -> str:
+        names = ", ".join(repr(s.name) for s in self.sweeps)
+        statuses = (self.trials["status"].value_counts().sort_index()
+                    if "status" in self.trials.columns else None)
+        status = "" if statuses is None or statuses.empty else " (" + ", ".join(
+            f"{n} {s}" for s, n in statuses.items()) + ")"
+        files = sum(len(s.files["trajectories"]) for s in self.sweeps)
+        read = ("read" if self._trajectories is not None
+                else f"unread, in {files} file{'s' * (files != 1)}")
+        config = [c for c in self.trials.columns if c.startswith(("task.", "model.", "train."))]
+        varying = [c for c in config if self.trials[c].astype(str).nunique() > 1]
+        return (f"<Results of sweep{'s' * (len(self.sweeps) > 1)} {names}: "
+                f"{len(self.trials)} trials{status}; varying: {', '.join(varying) or 'nothing'}; "
+                f"trajectories {read}>")
+
     @property
     def manifests(self) -> dict[str, dict]:
         return {s.name: s.manifest for s in self.sweeps}

@@ -62,6 +62,16 @@ class PhaseDiagram:
     pooled: list[str] = field(default_factory=list)
     excluded: dict[str, int] = field(default_factory=dict)
 
+    def __repr__(self) -> str:
+        facet = (f", facet {self.facet} in {self.facet_values}" if self.facet else "")
+        regimes = self.cells["regime"].value_counts()
+        counts = ", ".join(f"{r} {int(regimes.get(r, 0))}" for r in REGIMES if regimes.get(r))
+        excluded = (", excluded: " + ", ".join(f"{n} {why}" for why, n in self.excluded.items())
+                    if self.excluded else "")
+        return (f"<PhaseDiagram {self.x} x {self.y}{facet}: {len(self.x_values)} x "
+                f"{len(self.y_values)} cells per facet; regimes: {counts}; "
+                f"{len(self.boundary)} boundary edges at p = {self.level}{excluded}>")
+
     def facet_cells(self, value: object) -> pd.DataFrame:
         """The cells of one facet value (all cells when there is no facet)."""
         if self.facet is None:

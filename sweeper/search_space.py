@@ -1,4 +1,4 @@
-"""The sweep-file schema and its validation.
+"""The sweep-file schema and its validation (the format, key by key: docs/sweep-files.md).
 
 A sweep file (YAML) says what to run; `sweeper.plan` expands it into trial specs. Everything is
 checked before anything runs, and each error names its path in the file and what is allowed:
@@ -39,7 +39,7 @@ import yaml
 from sweeper.errors import ParameterError, SweeperInputError, did_you_mean
 from sweeper.models import MODEL_FAMILY, MODELS
 from sweeper.registry import Entry, Param
-from sweeper.results import check_sweep_name
+from sweeper.results import OUTCOME_COLUMNS, check_sweep_name
 from sweeper.spec import TRAIN_ENTRY, make_spec
 from sweeper.tasks import TASKS
 from sweeper.trajectory import scalar_metrics
@@ -50,11 +50,16 @@ GROUPS = ("task", "model", "train")
 AXIS_KINDS = ("grid", "choice", "uniform", "loguniform", "int")
 SEARCH_KEYS = {"grid": ("type",), "random": ("type", "trials", "seed"),
                "optuna": ("type", "trials", "objective", "direction", "seed")}
-OUTCOMES = ("learned", "steps_to_learn", "attention_onset", "ktiw_onset", "plateau_exit")
+DOCS = "docs/sweep-files.md"
 
 
 class SweepFileError(SweeperInputError):
-    """A sweep file that does not follow the schema; the message starts with the path."""
+    """A sweep file that does not follow the schema; the message starts with the path and
+    ends by pointing to the format's page."""
+
+    def __init__(self, message: str):
+        super().__init__(message if message.endswith(f"(see {DOCS})") else
+                         f"{message} (see {DOCS})")
 
 
 @dataclass(frozen=True)
@@ -307,7 +312,7 @@ def _search(raw: Any, axes: tuple[Axis, ...], family: str) -> Search:
     seed = _int_at(raw.get("seed", 0), "search.seed", 0)
     if kind == "random":
         return Search("random", trials, seed=seed)
-    objectives = OUTCOMES + tuple(f"{w}_{m.name}" for m in scalar_metrics(family)
+    objectives = OUTCOME_COLUMNS + tuple(f"{w}_{m.name}" for m in scalar_metrics(family)
                                   for w in ("final", "best"))
     objective = raw.get("objective")
     if objective not in objectives:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from sweeper.errors import SweeperInputError
 from sweeper.report import table
@@ -49,44 +48,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _executor(args: argparse.Namespace):
-    if args.executor == "local":
-        from sweeper.executors.local import LocalExecutor
-
-        return LocalExecutor(threads=1)
-    from sweeper.executors.ray_tune import RayTuneExecutor
-
-    return RayTuneExecutor(args.address, args.num_cpus, args.results_shared, args.verbose)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    from sweeper.plan import make_plan
-    from sweeper.results import Store
-    from sweeper.runner import run_sweep
+    from sweeper.api import run
 
-    sweep = _load(args.file)
-    if args.retries is not None:
-        from dataclasses import replace
-
-        sweep = replace(sweep, retries=args.retries)
-    if args.device is not None:
-        sweep = with_device(sweep, args.device)
-    if sweep.device != "cpu" and (args.executor == "local" or args.address is None):
-        check_cuda_here(sweep.device)
-    store = Store.open(_results_root(args, sweep))
-    make_plan(sweep, set())  # expand once up front: a bad cell fails before anything is written
-    if args.executor == "local" and sweep.search.type == "optuna":
-        raise SweeperInputError("search.type: optuna runs on Ray Tune's Optuna integration; "
-                                "allowed with --executor local: grid, random")
-    executor = _executor(args)
-    if args.executor == "local":
-        summary = run_sweep(sweep, store, executor, args.pack_size, 1)
-    else:
-        with executor:
-            executor.check_results_reachable(store)  # before anything is written
-            workers = executor.workers(sweep.resources["cpu"], sweep.resources["gpu"])
-            summary = run_sweep(sweep, store, executor, args.pack_size, workers)
-    print(summary_text(store, sweep, summary))
+    result = run(args.file, results=args.results, executor=args.executor, address=args.address,
+                 num_cpus=args.num_cpus, pack_size=args.pack_size, retries=args.retries,
+                 device=args.device, results_shared=args.results_shared, verbose=args.verbose)
+    print(result.summary())
+    if result.cells is not None:
+        print("\n" + cell_table(result.cells, result.outcome))
     return 0
 
 
@@ -118,28 +88,12 @@ def check_cuda_here(device: str) -> None:
                                 f"device(s); allowed here: {allowed}")
 
 
-def summary_text(store, sweep, summary: dict[str, Any]) -> str:
-    status = ", ".join(f"{n} {s}" for s, n in sorted(summary["status"].items()))
-    lines = [f"sweep {sweep.name}: ran {summary['ran']} trials in {summary['seconds']:.1f} s "
-             f"({summary['trials_per_s']:.2f} trials/s"
-             + (f", {summary['packs']} packs" if summary["packs"] is not None else "")
-             + f"); stored: {status or 'nothing'}; results in {store.uri}/{sweep.name}"]
-    cells = cell_table(store, sweep)
-    if cells:
-        lines += ["", cells]
-    return "\n".join(lines)
+def cell_table(cells, outcome: str = "learned", max_rows: int = 40) -> str:
+    """Per cell: trials, seeds counted, success share with its Wilson interval, median steps,
+    failed trials; `cells` is `sweeper.results.cell_stats`, as the phase diagram counts."""
+    from sweeper.results.cells import CELL_COLUMNS
 
-
-def cell_table(store, sweep, max_rows: int = 40, outcome: str = "learned") -> str:
-    """Per cell: trials, seeds counted, success share with its Wilson interval, median steps
-    to learn, failed trials: `sweeper.results.cell_stats`, as the phase diagram counts them."""
-    from sweeper.results import cell_stats
-
-    axes = [a.column for a in sweep.axes]
-    data = store.read(sweep.name, "trials")
-    if data is None:
-        return ""
-    cells = cell_stats(data.to_pandas(), axes, outcome)
+    axes = [c for c in cells.columns if c not in CELL_COLUMNS]
     rows = [[*(row[a] for a in axes), int(row["n_trials"]), int(row["n"]),
              None if row["n"] == 0 else round(float(row["p"]), 3),
              None if row["n"] == 0 else f"{row['p_low']:.2f}-{row['p_high']:.2f}",

@@ -13,6 +13,7 @@ from sweep_helpers import DELETE, REPO, TINY, cli_subprocess, sweep_text, varian
 
 import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.cli import main
+from sweeper.errors import SweeperInputError
 from sweeper.plan import expand, form_packs, make_plan
 from sweeper.results import check_sweep_name
 from sweeper.search_space import SweepFileError, load_sweep, parse_sweep
@@ -295,3 +296,19 @@ def test_base_files_of_the_table_are_valid(tmp_path):
     for data in (TINY, RANDOM, OPTUNA):
         parse_sweep(sweep_text(data))
     assert Path(write_sweep(tmp_path / "x.yaml", TINY)).read_text() == sweep_text(TINY)
+
+
+def test_the_sweep_file_page_documents_every_key_and_its_example_parses():
+    from sweeper.search_space import TOP_KEYS
+
+    page = (REPO / "docs" / "sweep-files.md").read_text()
+    for key in TOP_KEYS:
+        assert f"**`{key}`**" in page, key
+    example = re.search(r"```yaml\n(.*?)```", page, re.S).group(1)
+    sweep = parse_sweep(example)
+    assert sweep.name == "quick" and len(sweep.axes) == 3
+
+
+def test_a_sweep_file_error_points_to_the_format_page():
+    with pytest.raises(SweeperInputError, match=r"seeds: .*\(see docs/sweep-files.md\)$"):
+        parse_sweep("name: x\ntask: copy-v1\nmodel: seq2seq\nseeds: -1\n")

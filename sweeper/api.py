@@ -1,0 +1,161 @@
+"""Run a sweep from Python: `sweeper.run(...) -> SweepResult` (what `sweeper run` does).
+
+    import sweeper
+    result = sweeper.run("search_spaces/quick.yaml", results="results", executor="local",
+                         seeds=2, budget={"steps": 100})
+    result                    # the summary and the cell table, as `sweeper run` prints them
+    res = result.load()       # the same `Results` as analysis.load("results", "quick")
+
+Overrides are top-level keys of the sweep file (name, fixed, axes, seeds, budget, ...): a
+mapping is merged key by key into the file's, anything else replaces it; the result is
+validated like a file, with the same one-line errors.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+DEFAULT_RESULTS = "./results"
+EXECUTORS = ("ray", "local")
+
+
+@dataclass
+class SweepResult:
+    """What a run did and where its results are; `.load()` reads them."""
+
+    sweep: str
+    results: str  # the results root (a path or URI)
+    expanded: int  # trials the file expands to (adaptive: the search's budget)
+    already_stored: int  # trials stored before this run
+    ran: int  # trials this run stored
+    packs: int | None  # packs it formed (None for an adaptive search)
+    seconds: float
+    status: dict[str, int]  # trials stored per status, after the run
+    cells: Any = field(default=None, repr=False)  # pandas DataFrame: sweeper.results.cell_stats
+    outcome: str = "learned"
+
+    @property
+    def trials_per_s(self) -> float:
+        return self.ran / self.seconds if self.seconds else 0.0
+
+    def load(self, **kwargs: Any):
+        """The stored trials and trajectories: `analysis.load(results, sweep, **kwargs)`."""
+        import analysis
+
+        return analysis.load(self.results, self.sweep, **kwargs)
+
+    def summary(self) -> str:
+        stored = ", ".join(f"{n} {s}" for s, n in sorted(self.status.items())) or "nothing"
+        packs = f", {self.packs} packs" if self.packs is not None else ""
+        return (f"sweep {self.sweep}: ran {self.ran} trials in {self.seconds:.1f} s "
+                f"({self.trials_per_s:.2f} trials/s{packs}); stored: {stored}; results in "
+                f"{self.results.rstrip('/')}/{self.sweep}")
+
+    def __repr__(self) -> str:
+        lines = [f"SweepResult({self.summary()})"]
+        if self.cells is not None and len(self.cells):
+            lines += ["", f"cells ({self.outcome}):", self.cells.to_string(index=False,
+                                                                         max_rows=40)]
+        return "\n".join(lines)
+
+
+def sweep_from(source: str | os.PathLike | Mapping[str, Any],
+               overrides: Mapping[str, Any] | None = None):
+    """A validated `SweepFile` from a path, YAML text or a mapping, with overrides merged."""
+    import yaml
+
+    from sweeper.search_space import load_sweep, parse_sweep
+
+    if not overrides and not isinstance(source, Mapping):
+        text = os.fspath(source)
+        return parse_sweep(text) if "\n" in text else load_sweep(text)
+    if isinstance(source, Mapping):
+        data = dict(source)
+    else:
+        text = os.fspath(source)
+        if "\n" not in text:
+            with open(text) as f:
+                text = f.read()
+        data = yaml.safe_load(text)
+    return parse_sweep(yaml.safe_dump(_merged(data, overrides or {}), sort_keys=False))
+
+
+def _merged(base: Any, changes: Mapping[str, Any]) -> Any:
+    if not isinstance(base, Mapping):
+        return dict(changes)
+    out = dict(base)
+    for key, value in changes.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def make_executor(executor: str, address: str | None = None, num_cpus: int | None = None,
+                  results_shared: bool = False, verbose: bool = False):
+    if executor not in EXECUTORS:
+        from sweeper.errors import UnknownNameError
+
+        raise UnknownNameError("executor", executor, EXECUTORS)
+    if executor == "local":
+        from sweeper.executors.local import LocalExecutor
+
+        return LocalExecutor(threads=1)
+    from sweeper.executors.ray_tune import RayTuneExecutor
+
+    return RayTuneExecutor(address, num_cpus, results_shared, verbose)
+
+
+def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = None,
+        executor: str = "ray", address: str | None = None, num_cpus: int | None = None,
+        pack_size: int | None = None, retries: int | None = None, device: str | None = None,
+        results_shared: bool = False, verbose: bool = False, stream=None,
+        **overrides: Any) -> SweepResult:
+    """Run what of a sweep is not stored yet; see the module's docstring."""
+    from sweeper.errors import SweeperInputError
+    from sweeper.plan import make_plan
+    from sweeper.results import Store
+    from sweeper.runner import run_sweep
+
+    spec = sweep_from(sweep, overrides)
+    if retries is not None:
+        spec = replace(spec, retries=retries)
+    if device is not None:
+        from sweeper.sweep_commands import with_device
+
+        spec = with_device(spec, device)
+    if spec.device != "cpu" and (executor == "local" or address is None):
+        from sweeper.sweep_commands import check_cuda_here
+
+        check_cuda_here(spec.device)
+    root = results or spec.results or DEFAULT_RESULTS
+    store = Store.open(root)
+    make_plan(spec, set())  # expand once up front: a bad cell fails before anything is written
+    if executor == "local" and spec.search.type == "optuna":
+        raise SweeperInputError("search.type: optuna runs on Ray Tune's Optuna integration; "
+                                "allowed with --executor local: grid, random")
+    runner = make_executor(executor, address, num_cpus, results_shared, verbose)
+    if executor == "local":
+        summary = run_sweep(spec, store, runner, pack_size, 1, stream)
+    else:
+        with runner:
+            runner.check_results_reachable(store)  # before anything is written
+            workers = runner.workers(spec.resources["cpu"], spec.resources["gpu"])
+            summary = run_sweep(spec, store, runner, pack_size, workers, stream)
+    return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
+                       summary["ran"], summary["packs"], summary["seconds"], summary["status"],
+                       cells_of(store, spec))
+
+
+def cells_of(store, spec, outcome: str = "learned"):
+    """The sweep's cells (`sweeper.results.cell_stats` over its axes), or None when empty."""
+    from sweeper.results import cell_stats
+
+    data = store.read(spec.name, "trials")
+    if data is None:
+        return None
+    return cell_stats(data.to_pandas(), [a.column for a in spec.axes], outcome)
