@@ -36,6 +36,28 @@ def aligned_mass(attn: torch.Tensor) -> torch.Tensor:
     return attn.diagonal(dim1=-2, dim2=-1)
 
 
+def content_steps(attn: torch.Tensor) -> torch.Tensor:
+    """[..., T, S] -> [..., T - 1, S]: the decoder steps that emit a content token.
+
+    The last step emits EOS, and attends to the source's EOS, the encoder's final state, which
+    the decoder starts from: aligning there says nothing about learning to attend (the papers'
+    multi-head code leaves it out too).
+    """
+    return attn[..., :-1, :]
+
+
+def head_attention_accuracy(attn: torch.Tensor) -> torch.Tensor:
+    """Per-head attention [K, H, B, T, S] -> [K, H]: the share of content steps whose argmax
+    attention is the aligned source position."""
+    return mean_keep(aligned_hits(content_steps(attn)), keep=2)
+
+
+def head_aligned_mass(attn: torch.Tensor) -> torch.Tensor:
+    """Per-head attention [K, H, B, T, S] -> [K, H]: mean attention on the aligned position
+    over content steps."""
+    return mean_keep(aligned_mass(content_steps(attn)), keep=2)
+
+
 def log_odds_of_target(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """[..., V] logits and [...] targets -> [...] log p / (1 - p) of the target.
 

@@ -70,14 +70,23 @@ def cell_specs(sweep: SweepFile, cell: Mapping[str, Any]) -> list[TrialSpec]:
 
 
 def expand(sweep: SweepFile) -> list[TrialSpec]:
-    """Every spec of a grid or random sweep, duplicates (same trial id) dropped."""
-    seen: set[str] = set()
+    """Every spec of a grid or random sweep, duplicates (same trial id) dropped.
+
+    Two grid cells that are the same trials (e.g. co-occurrences that round to one vocabulary
+    at a length) are refused, naming both: a grid's cells must differ.
+    """
+    seen: dict[str, dict] = {}
     specs = []
     for cell in cells(sweep):
         for spec in cell_specs(sweep, cell):
             if spec.trial_id not in seen:
-                seen.add(spec.trial_id)
+                seen[spec.trial_id] = cell
                 specs.append(spec)
+            elif sweep.search.type == "grid" and seen[spec.trial_id] != cell:
+                raise SweepFileError(
+                    f"axes: the cells {seen[spec.trial_id]} and {cell} are the same trials "
+                    f"(their effective task is {dict(spec.task_params)}); allowed: grid values "
+                    "that give different tasks")
     return specs
 
 

@@ -81,6 +81,9 @@ class Entry:
     params: tuple[Param, ...]
     doc: str = ""
     check: Callable[[dict[str, Any], str], None] | None = None  # cross-parameter checks
+    # the one form of parameters that mean the same (e.g. copy's vocab and cooccurrence): so
+    # that equal tasks get equal configs, columns and trial ids
+    canonical: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -100,7 +103,7 @@ class Entry:
             out[p.name] = p.check(params.get(p.name, p.default), f"{prefix}{p.name}")
         if self.check is not None:
             self.check(out, where)
-        return out
+        return self.canonical(out) if self.canonical is not None else out
 
 
 @dataclass
@@ -109,10 +112,11 @@ class Registry:
     entries: dict[str, Entry] = field(default_factory=dict)
 
     def register(self, id: str, factory: Callable[..., Any], params: tuple[Param, ...],
-                 doc: str = "", check: Callable[[dict[str, Any], str], None] | None = None) -> None:
+                 doc: str = "", check: Callable[[dict[str, Any], str], None] | None = None,
+                 canonical: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         if id in self.entries:
             raise ValueError(f"{self.kind} {id!r} is already registered")
-        self.entries[id] = Entry(id, factory, params, doc, check)
+        self.entries[id] = Entry(id, factory, params, doc, check, canonical)
 
     def get(self, id: str) -> Entry:
         if id not in self.entries:

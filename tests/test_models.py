@@ -72,13 +72,15 @@ def _reference_forward(model: Seq2Seq, k: int, src: torch.Tensor, dec_in: torch.
     s, _ = dec_rnn(dec_embed[dec_in], state)  # s [B, T, d]
     attn, contexts = [], []
     for head in range(cfg.heads):
-        query = s @ model.w_q[k, head]  # [B, T, d]
+        b_q = model.b_q[k, head] if cfg.projection_bias else 0.0
+        b_v = model.b_v[k, head] if cfg.projection_bias else 0.0
+        query = s @ model.w_q[k, head] + b_q  # [B, T, d]
         scores = torch.einsum("btd,bsd->bts", query, h)
         if cfg.attention == "uniform":
             scores = torch.zeros_like(scores)
         a = torch.softmax(scores, dim=-1)
         attn.append(a)
-        contexts.append(torch.einsum("bts,bsd->btd", a, h) @ model.w_v[k, head])
+        contexts.append(torch.einsum("bts,bsd->btd", a, h) @ model.w_v[k, head] + b_v)
     c = torch.stack(contexts).mean(dim=0)
     hidden = torch.tanh(torch.cat([s, c], dim=-1) @ model.w_c[k] + model.b_c[k])
     return hidden @ model.w_o[k] + model.b_o[k], torch.stack(attn)
@@ -86,7 +88,7 @@ def _reference_forward(model: Seq2Seq, k: int, src: torch.Tensor, dec_in: torch.
 
 @pytest.mark.parametrize("cfg", [
     {"heads": 1}, {"heads": 3}, {"heads": 2, "cell": "gru"}, {"shared_embedding": False},
-    {"attention": "uniform", "heads": 2},
+    {"attention": "uniform", "heads": 2}, {"heads": 2, "projection_bias": False},
 ], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
 def test_forward_matches_a_plain_reference_for_every_packed_model(cfg):
     model = _seq2seq(seeds=[0, 1, 2], **cfg)
@@ -174,7 +176,8 @@ def test_forcing_uniform_on_a_learned_model_gives_one_over_s_and_the_mean_contex
     out = model(src, src, uniform=True)
     assert torch.equal(out.attn, torch.full_like(out.attn, 1 / 6))
     _, ctx = model.attend(out.dec_states, out.enc_states, uniform=True)
-    expected = out.enc_states.mean(dim=2, keepdim=True) @ model.w_v.mean(dim=1)[:, None]
+    expected = (out.enc_states.mean(dim=2, keepdim=True) @ model.w_v.mean(dim=1)[:, None]
+                + model.b_v.mean(dim=1)[:, None, None])
     torch.testing.assert_close(ctx, expected.expand_as(ctx))
 
 
@@ -186,8 +189,8 @@ def test_one_hot_logits_equal_readout_with_attention_one_hot_on_each_position():
     probe = model.one_hot_logits(out)  # [K, B, T, S, V]
     assert probe.shape == (2, 4, 5, 5, 9)
     for l in range(5):
-        # every head attends to l alone: context_h = W_v^h h_l, averaged over heads
-        per_head = torch.stack([out.enc_states[:, :, l] @ model.w_v[:, h]
+        # every head attends to l alone: context_h = W_v^h h_l + b_v^h, averaged over heads
+        per_head = torch.stack([out.enc_states[:, :, l] @ model.w_v[:, h] + model.b_v[:, h, None]
                                 for h in range(3)]).mean(dim=0)  # [K, B, d]
         ctx = per_head[:, :, None].expand_as(out.dec_states)
         torch.testing.assert_close(probe[:, :, :, l], model.readout(out.dec_states, ctx))

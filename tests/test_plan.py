@@ -24,9 +24,11 @@ from sweep_helpers import (
 
 import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.cli import main
+from sweeper.errors import SweeperInputError
 from sweeper.plan import MAX_CPU_PACK, cells, expand, form_packs, make_plan, pack_counts
 from sweeper.results import Store
 from sweeper.search_space import parse_sweep
+from sweeper.spec import make_spec
 
 PROPERTY = settings(max_examples=25, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -40,7 +42,8 @@ def _rounded(low: float, high: float, digits: int) -> st.SearchStrategy[float]:
 
 # Real parameters of copy-v1 / seq2seq / train, each with a strategy of valid values.
 GRID_VALUES = {
-    "task.cooccurrence": _rounded(0, 2, 3),
+    # whole multiples of L: every length keeps them as given (others round to an N)
+    "task.cooccurrence": st.sampled_from([0.0, 1.0, 2.0]),
     "task.hardness": _rounded(0, 1, 3),
     "task.length": st.integers(2, 10),
     "task.mapping": st.sampled_from(["identity", "permutation"]),
@@ -280,3 +283,19 @@ def test_plan_of_a_learning_rate_axis(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "lr" in out and "0.01" in out and "2 trials" in out
+
+
+def test_cooccurrence_and_vocab_are_stored_as_the_effective_pair():
+    spec = make_spec("copy-v1", "seq2seq", {"length": 8, "vocab": 16})
+    same = make_spec("copy-v1", "seq2seq", {"length": 8, "cooccurrence": 1.0})
+    assert spec.trial_id == same.trial_id
+    assert spec.flat()["task.cooccurrence"] == 1.0 and spec.flat()["task.vocab"] == 16
+    rounded = make_spec("copy-v1", "seq2seq", {"length": 8, "cooccurrence": 0.3})
+    assert (rounded.task_params["vocab"], rounded.task_params["cooccurrence"]) == (10, 0.25)
+
+
+def test_grid_values_that_are_the_same_task_are_refused_naming_both(tmp_path):
+    data = variant(**{"fixed.task": {"length": 4}, "axes.task.cooccurrence": {
+        "grid": [0.5, 0.625]}})
+    with pytest.raises(SweeperInputError, match="the cells .*0.5.* and .*0.625.* are the same"):
+        expand(parse_sweep(sweep_text(data)))

@@ -19,12 +19,14 @@ class Seq2SeqConfig:
     cell: str = "lstm"
     attention: str = "learned"
     shared_embedding: bool = True
+    projection_bias: bool = True
+    output_bias: str = "log_frequency"
 
     family = "copy"
 
     def shape(self) -> tuple:
         return ("seq2seq", self.width, self.heads, self.cell, self.attention,
-                self.shared_embedding)
+                self.shared_embedding, self.projection_bias, self.output_bias)
 
 
 MODELS.register(
@@ -37,6 +39,11 @@ MODELS.register(
         Param("attention", str, "learned", "learned, or uniform (scores zeroed)",
               choices=("learned", "uniform")),
         Param("shared_embedding", bool, True, "encoder and decoder share one embedding"),
+        Param("projection_bias", bool, True, "bias on the query and value projections (as the "
+              "papers' code, nn.Linear)"),
+        Param("output_bias", str, "log_frequency", "output bias at init: log_frequency (log of "
+              "each class's target frequency under the task; never-targets at log 1e-4) or "
+              "default (nn.Linear's)", choices=("log_frequency", "default")),
     ),
     doc="LSTM/GRU encoder-decoder with H averaged attention heads (Snell et al. 2021).",
 )

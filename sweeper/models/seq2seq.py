@@ -7,9 +7,14 @@ positions, d width, H heads, V symbols, G gates (4 for LSTM, 3 for GRU).
 
     h_l            = encoder(embed(src))_l                    [K, B, S, d]
     s_t            = decoder(embed(dec_in), start = encoder's final state)  [K, B, T, d]
-    a^h_tl         = softmax_l((W_q^h s_t) . h_l)             [K, H, B, T, S]
-    c_t            = mean_h W_v^h (sum_l a^h_tl h_l)          [K, B, T, d]
-    logits_t       = W_o tanh(W_c [s_t; c_t])                 [K, B, T, V]
+    a^h_tl         = softmax_l((W_q^h s_t + b_q^h) . h_l)     [K, H, B, T, S]
+    c_t            = mean_h (W_v^h (sum_l a^h_tl h_l) + b_v^h)   [K, B, T, d]
+    logits_t       = W_o tanh(W_c [s_t; c_t] + b_c) + b_o     [K, B, T, V]
+
+The query and value projections have biases as in the papers' code (nn.Linear;
+`projection_bias: false` drops them). The output bias starts at the log of each class's target
+frequency under the task (`output_bias: log_frequency`), so that classes the data never or
+rarely asks for do not hold the initial probability (see `Seq2Seq._bias_at_log_frequency`).
 
 `attention: uniform` zeroes the scores (a = 1/S): the KTIW-without-attention model. The cells
 follow torch.nn.LSTM / nn.GRU exactly (gate order, two biases) and are tested against them.
@@ -64,10 +69,16 @@ def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return torch.bmm(x.reshape(K, -1, i), w).view(*x.shape[:-1], w.shape[-1])
 
 
+NEVER_TARGET = 1e-4  # the frequency a class that is never a target starts at
+
+
 class Seq2Seq(nn.Module):
     def __init__(self, cfg: Seq2SeqConfig, symbols: int | list[int], seeds: list[int],
-                 dtype: torch.dtype = torch.float32, device: str = "cpu"):
-        """`symbols`: the vocabulary size V, or one per model (V_k) when a pack mixes them."""
+                 dtype: torch.dtype = torch.float32, device: str = "cpu",
+                 target_frequencies: torch.Tensor | None = None):
+        """`symbols`: the vocabulary size V, or one per model (V_k) when a pack mixes them.
+        `target_frequencies` [K, V]: each output class's share of the targets under each
+        model's task, for `output_bias: log_frequency` (without them, nn.Linear's init)."""
         super().__init__()
         per_symbols = symbols if isinstance(symbols, list) else [symbols] * len(seeds)
         self.cfg, self.symbols = cfg, max(per_symbols)
@@ -82,6 +93,22 @@ class Seq2Seq(nn.Module):
         for k, v in enumerate(per_symbols):
             mask[k, v:] = float("-inf")
         self.register_buffer("logit_mask", mask if min(per_symbols) < self.symbols else None)
+        if cfg.output_bias == "log_frequency" and target_frequencies is not None:
+            self._bias_at_log_frequency(target_frequencies, per_symbols)
+
+    @torch.no_grad()
+    def _bias_at_log_frequency(self, freq: torch.Tensor, per_symbols: list[int]) -> None:
+        """b_o = log of each class's target frequency (never-targets at log NEVER_TARGET).
+
+        With nn.Linear's init, classes the data never asks for hold most of the probability
+        at the start, and Adam removes it through the shared tanh layer before the bias moves,
+        saturating it and starving attention of gradient (the hardness artefact: c = 1, h = 1
+        learned 0/16 against 11/16 at c = 0 on the same data). Starting at the data's class
+        prior removes it (docs/results.md).
+        """
+        for k, v in enumerate(per_symbols):
+            prior = freq[k, :v].to(self.b_o).clamp(min=NEVER_TARGET)
+            self.b_o[k, :v] = prior.log()
 
     def _pad(self, p: dict[str, torch.Tensor], symbols: int) -> dict[str, torch.Tensor]:
         """One model's parameters padded with zeros from its V_k symbols to the pack's V."""
@@ -107,6 +134,9 @@ class Seq2Seq(nn.Module):
             p[f"{side}_b_hh"] = I.uniform((G * d,), rnn, gen)
         p["w_q"] = I.uniform((H, d, d), rnn, gen)
         p["w_v"] = I.uniform((H, d, d), rnn, gen)
+        if self.cfg.projection_bias:  # nn.Linear(d, d) per head: bias U(-1/sqrt d, 1/sqrt d)
+            p["b_q"] = I.uniform((H, d), rnn, gen)
+            p["b_v"] = I.uniform((H, d), rnn, gen)
         p["w_c"], p["b_c"] = I.linear(2 * d, d, gen)
         p["w_o"], p["b_o"] = I.linear(d, V, gen)
         return p
@@ -172,15 +202,25 @@ class Seq2Seq(nn.Module):
         S, H = enc.shape[2], self.cfg.heads
         if uniform or self.cfg.attention == "uniform":
             attn = dec.new_full((K, H, B, T, S), 1.0 / S)
-            ctx = linear(enc.mean(dim=2), self.w_v.sum(dim=1) / H)  # [K, B, d]
+            ctx = linear(enc.mean(dim=2), self.w_v.sum(dim=1) / H) + self._value_bias()[:, None]
             return attn, ctx[:, :, None].expand(K, B, T, d)
         w_q = self.w_q.transpose(1, 2).reshape(K, d, H * d)  # [K, d, H d]
-        query = linear(dec, w_q).view(K * B, T * H, d)  # rows (t, h)
+        query = linear(dec, w_q)  # [K, B, T, H d]
+        if self.cfg.projection_bias:
+            query = query + self.b_q.reshape(K, 1, 1, H * d)
+        query = query.reshape(K * B, T * H, d)  # rows (t, h)
         keys = enc.reshape(K * B, S, d)
         attn = torch.bmm(query, keys.transpose(1, 2)).softmax(dim=-1)  # [K B, T H, S]
         mixed = torch.bmm(attn, keys).view(K, B, T, H * d)  # [K, B, T, H d]
         ctx = linear(mixed, self.w_v.reshape(K, H * d, d) / H)  # [K, B, T, d]
+        ctx = ctx + self._value_bias()[:, None, None]
         return attn.view(K, B, T, H, S).permute(0, 3, 1, 2, 4), ctx
+
+    def _value_bias(self) -> torch.Tensor:
+        """[K, d]: the heads' value biases averaged (as their contexts are); 0 without them."""
+        if not self.cfg.projection_bias:
+            return self.w_v.new_zeros(self.w_v.shape[0], self.cfg.width)
+        return self.b_v.mean(dim=1)
 
     def readout(self, dec: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         """W_o tanh(W_c [s; c] + b_c) + b_o for any leading shape [K, ..., d] -> [K, ..., V].
@@ -226,9 +266,10 @@ class Seq2Seq(nn.Module):
     def one_hot_logits(self, out: Seq2SeqOutput) -> torch.Tensor:
         """Logits [K, B, T, S, V] at each decoder step t if attention were one-hot on source l.
 
-        With one-hot attention on l every head's context is W_v^h h_l, so the averaged context
-        is (mean_h W_v^h) h_l. This is the KTIW probe's view of what each input word translates to.
+        With one-hot attention on l every head's context is W_v^h h_l + b_v^h, so the averaged
+        context is (mean_h W_v^h) h_l + mean_h b_v^h. This is the KTIW probe's view of what each
+        input word translates to.
         """
         w_v = self.w_v.mean(dim=1)  # [K, d, d]
-        ctx = linear(out.enc_states, w_v)  # [K, B, S, d]
+        ctx = linear(out.enc_states, w_v) + self._value_bias()[:, None, None]  # [K, B, S, d]
         return self.readout(out.dec_states[:, :, :, None, :], ctx[:, :, None, :, :])

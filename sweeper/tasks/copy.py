@@ -75,9 +75,15 @@ def vocab_bucket(symbols: int) -> int:
 def make_copy(length: int, cooccurrence: float, hardness: float, vocab: int | None,
               mapping: str, repeat: bool) -> CopyTask:
     n = vocab if vocab is not None else length + round(cooccurrence * length)
-    if vocab is not None:
-        cooccurrence = (vocab - length) / length
-    return CopyTask(length, n, cooccurrence, hardness, mapping, repeat)
+    return CopyTask(length, n, max(0.0, (n - length) / length), hardness, mapping, repeat)
+
+
+def _canonical(params: dict) -> dict:
+    """vocab and cooccurrence as the effective pair: N = vocab if given, else
+    L + round(c L), and c = (N - L) / L (0 when N < L, with repeat). The same task given
+    either way then has the same config, columns and trial id."""
+    task = make_copy(**params)
+    return {**params, "vocab": task.content_tokens, "cooccurrence": task.cooccurrence}
 
 
 def _check(params: dict, where: str) -> None:
@@ -105,4 +111,5 @@ TASKS.register(
     ),
     doc="Copy L tokens through a seq2seq model (Snell et al. 2021).",
     check=_check,
+    canonical=_canonical,
 )

@@ -42,6 +42,23 @@ class CopySampler:
         self.eval_gens = [generator(s, "eval", device) for s in seeds]
         self.mapping = torch.stack([self._mapping(t, s) for t, s in zip(tasks, seeds)])  # [K, V]
 
+    def target_frequencies(self) -> torch.Tensor:
+        """[K, V] float64: each output class's share of the targets under each model's task.
+
+        Of the L+1 targets of a sequence one is EOS; a content target is mapping[j] for a
+        source token j drawn uniformly from the open component's N tokens (probability 1 - h)
+        or from the fixed block's min(L, N) tokens (probability h). SOS is never a target.
+        """
+        K, V, L = len(self.tasks), self.symbols, self.L
+        freq = torch.zeros(K, V, dtype=torch.float64)
+        for k, (task, n) in enumerate(zip(self.tasks, self.n)):
+            block = min(L, n)
+            source = torch.full((n,), (1 - task.hardness) / n, dtype=torch.float64)
+            source[:block] += task.hardness / block
+            freq[k].index_add_(0, self.mapping[k, :n].cpu(), source * L / (L + 1))
+            freq[k, n] = 1 / (L + 1)  # EOS
+        return freq
+
     def _mapping(self, task: CopyTask, seed: int) -> torch.Tensor:
         table = torch.arange(self.symbols)  # ids past this task's SOS map to themselves (unused)
         if task.mapping == "permutation":
