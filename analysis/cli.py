@@ -50,7 +50,8 @@ def _facet(text: str) -> str | None:
 
 def _thresholds(args: argparse.Namespace) -> Thresholds:
     return Thresholds(accuracy=args.threshold, attention=args.attention_threshold,
-                      ktiw=args.ktiw_threshold)
+                      ktiw=args.ktiw_threshold,
+                      attention_learned=args.attention_learned_threshold)
 
 
 def _load(args: argparse.Namespace, **kwargs):
@@ -101,8 +102,15 @@ def _add_phase_options(p: argparse.ArgumentParser, axes_required: bool) -> None:
     p.add_argument("--facet", type=_facet, default="auto",
                    help="one panel per value, e.g. model.heads; 'none' for one panel "
                         "(default: the swept model column)")
+    p.add_argument("--outcome", choices=("attention_learned", "learned"),
+                   help="what counts as success: attention_learned (the best head's attention "
+                        "accuracy reaches --attention-learned-threshold) or learned (token "
+                        "accuracy reaches --threshold); default: the sweep's family's (copy: "
+                        "attention_learned, topic: learned)")
     p.add_argument("--threshold", type=float, default=0.95,
                    help="accuracy at which a trial counts as learned (default 0.95)")
+    p.add_argument("--attention-learned-threshold", type=float, default=0.9,
+                   help="attn_acc at which a trial's attention counts as learned (default 0.9)")
     p.add_argument("--attention-threshold", type=float, default=0.5,
                    help="attn_acc for the attention onset (default 0.5)")
     p.add_argument("--ktiw-threshold", type=float, default=0.5,
@@ -125,14 +133,14 @@ def run_phase(args: argparse.Namespace) -> int:
         auto = default_axes(results.trials)[2]
         facet = auto if auto not in (args.x, args.y) else None
     phase = phase_from_results(results, args.x, args.y, facet, thresholds=_thresholds(args),
-                               min_seeds=args.min_seeds)
+                               min_seeds=args.min_seeds, outcome=args.outcome)
     path = plots.save(plots.phase_figure(phase), args.output)
     if args.cells:
         _write_cells(phase, Path(args.cells))
     counts = phase.cells["regime"].value_counts()
     summary = ", ".join(f"{r} {int(counts.get(r, 0))}" for r in
                         ("learned", "failed", "unreliable", "insufficient", "missing"))
-    print(f"wrote {path}: {len(phase.cells)} cells ({summary}); "
+    print(f"wrote {path}: {phase.outcome}, {len(phase.cells)} cells ({summary}); "
           f"{int(phase.cells['recovered'].sum())} recovered; "
           f"{len(phase.boundary)} boundary segments")
     return 0
@@ -172,7 +180,8 @@ def run_report(args: argparse.Namespace) -> int:
     _check_suffix(args.output, (".html", ".htm"), "-o")
     results = _load(args)
     report = write_report(results, args.output, x=args.x, y=args.y, facet=args.facet,
-                          thresholds=_thresholds(args), min_seeds=args.min_seeds)
+                          thresholds=_thresholds(args), min_seeds=args.min_seeds,
+                          outcome=args.outcome)
     print(f"wrote {args.output}: {len(results.trials)} trials, {len(report.phase.cells)} cells, "
           f"{len(report.figures)} figures")
     return 0

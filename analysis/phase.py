@@ -17,6 +17,7 @@ import pandas as pd
 from sweeper.results import (
     COUNTED_STATUSES,
     DEFAULT_THRESHOLDS,
+    SUCCESS_OUTCOMES,
     Thresholds,
     cell_stats,
     counted,
@@ -59,8 +60,18 @@ class PhaseDiagram:
     confidence: float = 0.95
     min_seeds: int = 3
     accuracy_threshold: float | None = None
+    outcome: str = "learned"
     pooled: list[str] = field(default_factory=list)
     excluded: dict[str, int] = field(default_factory=dict)
+
+    def success_text(self) -> str:
+        """What counts as success here, e.g. "attention learned: best head's attention
+        accuracy ≥ 0.9"."""
+        t = self.accuracy_threshold
+        if self.outcome == "attention_learned":
+            return ("attention learned: best head's attention accuracy"
+                    + (f" ≥ {t:g}" if t is not None else " (stored)"))
+        return "learned: token accuracy" + (f" ≥ {t:g}" if t is not None else " (stored)")
 
     def __repr__(self) -> str:
         facet = (f", facet {self.facet} in {self.facet_values}" if self.facet else "")
@@ -68,7 +79,8 @@ class PhaseDiagram:
         counts = ", ".join(f"{r} {int(regimes.get(r, 0))}" for r in REGIMES if regimes.get(r))
         excluded = (", excluded: " + ", ".join(f"{n} {why}" for why, n in self.excluded.items())
                     if self.excluded else "")
-        return (f"<PhaseDiagram {self.x} x {self.y}{facet}: {len(self.x_values)} x "
+        return (f"<PhaseDiagram of {self.outcome}: {self.x} x {self.y}{facet}: "
+                f"{len(self.x_values)} x "
                 f"{len(self.y_values)} cells per facet; regimes: {counts}; "
                 f"{len(self.boundary)} boundary edges at p = {self.level}{excluded}>")
 
@@ -96,14 +108,18 @@ class PhaseDiagram:
 
 # ---------------------------------------------------------------- inputs
 
-def _check_axes(trials: pd.DataFrame, axes: Sequence[str | None]) -> None:
+def _check_axes(trials: pd.DataFrame, axes: Sequence[str | None],
+                outcome: str = "learned") -> None:
     named = [a for a in axes if a is not None]
     for a in named:
         if a not in trials.columns:
             raise unknown_column(a, trials.columns, "phase axes")
     if len(set(named)) != len(named):
         raise AnalysisInputError(f"phase axes must differ, got {', '.join(named)}")
-    for column in ("learned",):
+    if outcome not in SUCCESS_OUTCOMES:
+        raise AnalysisInputError(f"outcome: got {outcome!r}; allowed: "
+                                 f"{', '.join(SUCCESS_OUTCOMES)}")
+    for column in (outcome,):
         if column not in trials.columns:
             raise AnalysisInputError(f"trials have no {column!r} column: load them with "
                                      "outcomes, or pass trajectories to recompute them")
@@ -144,11 +160,14 @@ def _pooled(frame: pd.DataFrame, keys: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------- cells
 
-def _cell_stats(frame: pd.DataFrame, keys: list[str], statuses: Sequence[str]) -> pd.DataFrame:
+def _cell_stats(frame: pd.DataFrame, keys: list[str], statuses: Sequence[str],
+                outcome: str) -> pd.DataFrame:
     """n_trials, n, successes and medians per sampled cell: `sweeper.results.cell_stats`, the
-    one definition of a cell's success, plus the median attention onset of counted seeds."""
-    cells = cell_stats(frame, keys, "learned", "steps_to_learn", statuses=statuses)
-    onset = _float(frame, "attention_onset").where(counted(frame, "learned", statuses))
+    one definition of a cell's success, plus the median attention onset of counted seeds.
+    median_steps_to_learn is the median step of success of `outcome` (steps_to_learn for
+    learned, attention_steps for attention_learned)."""
+    cells = cell_stats(frame, keys, outcome, SUCCESS_OUTCOMES[outcome], statuses=statuses)
+    onset = _float(frame, "attention_onset").where(counted(frame, outcome, statuses))
     onsets = onset.groupby([frame[k] for k in keys], sort=True, dropna=False).median()
     cells = cells.merge(onsets.rename("median_attention_onset").reset_index(), on=keys,
                         how="left")
@@ -178,8 +197,8 @@ def _regimes(cells: pd.DataFrame, level: float, min_seeds: int) -> np.ndarray:
 
 
 def _cells(frame: pd.DataFrame, keys: list[str], values: list[list], statuses: Sequence[str],
-           level: float, confidence: float, min_seeds: int) -> pd.DataFrame:
-    stats = _cell_stats(frame, keys, statuses)
+           level: float, confidence: float, min_seeds: int, outcome: str) -> pd.DataFrame:
+    stats = _cell_stats(frame, keys, statuses, outcome)
     cells = _full_grid(keys, values).merge(stats.reset_index(), on=keys, how="left")
     for column in ("n_trials", "n", "successes"):
         cells[column] = cells[column].fillna(0).astype(int)
@@ -244,8 +263,10 @@ def _rename(frame: pd.DataFrame, x: str, y: str, facet: str | None) -> pd.DataFr
 def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None, *,
                   min_seeds: int = 3, level: float = 0.5, confidence: float = 0.95,
                   base: object = None, statuses: Sequence[str] = COUNTED_STATUSES,
-                  accuracy_threshold: float | None = None) -> PhaseDiagram:
-    """The phase diagram of trials that carry a `learned` column (stored or recomputed).
+                  accuracy_threshold: float | None = None,
+                  outcome: str = "learned") -> PhaseDiagram:
+    """The phase diagram of trials that carry the `outcome` column (stored or recomputed):
+    `learned` (token accuracy) or `attention_learned` (the best head's attention accuracy).
 
     A seed counts when its status is in `statuses` (a diverged run is a failure to learn; a
     `failed` run is an infrastructure failure and says nothing) and its `learned` is known.
@@ -253,7 +274,7 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
     counted), learned (Wilson lower bound > level), failed (upper bound < level), else
     unreliable. recovered: learned at a facet value whose `base` cell (one head) failed.
     """
-    _check_axes(trials, [x, y, facet])
+    _check_axes(trials, [x, y, facet], outcome)
     if min_seeds < 1 or not 0 < level < 1 or not 0 < confidence < 1:
         raise AnalysisInputError(
             f"min_seeds {min_seeds} must be >= 1, level {level} and confidence {confidence} "
@@ -264,7 +285,7 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
     frame = frame.assign(**{_FACET: frame[facet] if facet else "all"})
     keys = [_FACET, x, y]
     values = [_sorted_unique(frame[k]) for k in keys]
-    cells = _cells(frame, keys, values, statuses, level, confidence, min_seeds)
+    cells = _cells(frame, keys, values, statuses, level, confidence, min_seeds, outcome)
     cells = cells.rename(columns={x: "x", y: "y"})
     base = _default_base(values[0]) if base is None else base
     if facet is not None and base not in values[0]:
@@ -282,7 +303,7 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
         facet_values=values[0] if facet else [None], base=base if facet else None,
         cells=_rename(cells, x, y, facet), recovery=_rename(recovery, x, y, facet),
         boundary=_rename(boundary, x, y, facet), level=level, confidence=confidence,
-        min_seeds=min_seeds, accuracy_threshold=accuracy_threshold,
+        min_seeds=min_seeds, accuracy_threshold=accuracy_threshold, outcome=outcome,
         pooled=_pooled(frame, keys[1:] + ([facet] if facet else [])), excluded=excluded)
 
 
@@ -337,17 +358,31 @@ def representative_cells(phase: PhaseDiagram, limit: int = 4) -> list[dict]:
 
 
 def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
-                       thresholds: Thresholds = DEFAULT_THRESHOLDS, **kwargs) -> PhaseDiagram:
-    """Recompute outcomes from the trajectories at `thresholds`, then `compute_phase`."""
+                       thresholds: Thresholds = DEFAULT_THRESHOLDS, outcome: str | None = None,
+                       **kwargs) -> PhaseDiagram:
+    """Recompute outcomes from the trajectories at `thresholds`, then `compute_phase` of
+    `outcome` (default: the one the sweep's family names in its manifest)."""
+    outcome = outcome or default_outcome(results)
     trials = results.trials
     trials = with_outcomes(trials, outcome_trajectories(results), thresholds)
-    return compute_phase(trials, x, y, facet, accuracy_threshold=thresholds.accuracy, **kwargs)
+    threshold = (thresholds.attention_learned if outcome == "attention_learned"
+                 else thresholds.accuracy)
+    return compute_phase(trials, x, y, facet, accuracy_threshold=threshold, outcome=outcome,
+                         **kwargs)
+
+
+def default_outcome(results) -> str:
+    """The outcome the sweeps' family draws by default (its manifest's `outcome`: copy's is
+    attention_learned), else learned."""
+    named = {m.get("outcome") for m in results.manifests.values()} - {None}
+    return named.pop() if len(named) == 1 else "learned"
 
 
 def outcome_trajectories(results) -> pd.DataFrame:
     """Just the trajectory columns that outcomes need (a projected scan, not the whole table)."""
     have = set(results.trajectory_columns)
-    wanted = [c for c in ("accuracy", "attn_acc", "ktiw_acc", "loss") if c in have]
+    wanted = [c for c in ("accuracy", "attn_acc", "attn_acc_head", "ktiw_acc", "loss")
+              if c in have]
     if "accuracy" not in wanted:
         raise AnalysisInputError("the trajectories have no 'accuracy' column; available "
                                  f"columns: {', '.join(sorted(have))}")

@@ -184,10 +184,9 @@ def _phase_layout(phase: PhaseDiagram, rows: int, bottom_legend: bool) -> _Layou
 
 
 def _phase_title(phase: PhaseDiagram) -> str:
-    success = ("success: best accuracy ≥ " f"{phase.accuracy_threshold:g}"
-               if phase.accuracy_threshold is not None else "success: stored `learned`")
+    what = "attention learning" if phase.outcome == "attention_learned" else "learning"
     pooled = f"; pooled over {', '.join(phase.pooled)}" if phase.pooled else ""
-    return (f"Where attention learning succeeds ({success})\n"
+    return (f"Where {what} succeeds ({phase.success_text()})\n"
             f"boundary at p = {phase.level:g}; {phase.confidence:.0%} Wilson intervals; "
             f"cells need ≥ {phase.min_seeds} seeds{pooled}")
 

@@ -30,6 +30,7 @@ from .phase import (
     PhaseDiagram,
     compute_phase,
     default_axes,
+    default_outcome,
     outcome_trajectories,
     representative_cells,
 )
@@ -150,8 +151,7 @@ def _phase_section(phase: PhaseDiagram, figures: dict[str, Figure]) -> str:
     if phase.pooled:
         body.append(f"<p class='note'>Cells pool over {html.escape(', '.join(phase.pooled))}, "
                     "which vary within a cell.</p>")
-    title = (f"Phase diagram: success = best accuracy ≥ {phase.accuracy_threshold:g}"
-             if phase.accuracy_threshold is not None else "Phase diagram")
+    title = f"Phase diagram: success = {phase.success_text()}"
     return _section("phase", title, "".join(body))
 
 
@@ -229,12 +229,17 @@ def _axes(trials: pd.DataFrame, x: str | None, y: str | None, facet: str | None
 
 def make_report(results: Results, *, x: str | None = None, y: str | None = None,
                 facet: str | None = "auto", thresholds: Thresholds = DEFAULT_THRESHOLDS,
-                min_seeds: int = 3, cells: list[dict] | None = None) -> Report:
-    """Build the page. Axes default to the swept columns (see `phase.default_axes`)."""
+                min_seeds: int = 3, cells: list[dict] | None = None,
+                outcome: str | None = None) -> Report:
+    """Build the page. Axes default to the swept columns (see `phase.default_axes`); the
+    outcome to the one the sweep's family names (copy: attention_learned)."""
     x, y, facet = _axes(results.trials, x, y, facet)
+    outcome = outcome or default_outcome(results)
     trials = with_outcomes(results.trials, outcome_trajectories(results), thresholds)
+    threshold = (thresholds.attention_learned if outcome == "attention_learned"
+                 else thresholds.accuracy)
     phase = compute_phase(trials, x, y, facet, min_seeds=min_seeds,
-                          accuracy_threshold=thresholds.accuracy)
+                          accuracy_threshold=threshold, outcome=outcome)
     cells = cells if cells is not None else representative_cells(phase)
     figures = {"phase": plots.phase_figure(phase), "regimes": plots.regime_figure(phase)}
     sections = [_manifest_section(results), _counts_section(results, phase),

@@ -340,8 +340,10 @@ def _derive(records: list[SyntheticTrial], declared: tuple[Metric, ...]) -> None
 
 
 def _manifest(sweep: str, task: str, model: str, n_trials: int) -> dict:
+    outcome = "attention_learned" if task.startswith("copy") else "learned"  # as the trainer's
     return {"sweep_file": f"# synthetic sweep {sweep}\nname: {sweep}\ntask: {task}\n",
-            "task": task, "model": model, "trials_expanded": n_trials, "synthetic": True}
+            "task": task, "model": model, "trials_expanded": n_trials, "outcome": outcome,
+            "synthetic": True}
 
 
 def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, topic: bool,

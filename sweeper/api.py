@@ -119,7 +119,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     from sweeper.errors import SweeperInputError
     from sweeper.plan import make_plan
     from sweeper.results import Store
-    from sweeper.runner import run_sweep
+    from sweeper.runner import phase_outcome, run_sweep
 
     spec = sweep_from(sweep, overrides)
     if retries is not None:
@@ -146,16 +146,19 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
             runner.check_results_reachable(store)  # before anything is written
             workers = runner.workers(spec.resources["cpu"], spec.resources["gpu"])
             summary = run_sweep(spec, store, runner, pack_size, workers, stream)
+    outcome = phase_outcome(spec)
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
-                       cells_of(store, spec))
+                       cells_of(store, spec, outcome), outcome)
 
 
 def cells_of(store, spec, outcome: str = "learned"):
-    """The sweep's cells (`sweeper.results.cell_stats` over its axes), or None when empty."""
-    from sweeper.results import cell_stats
+    """The sweep's cells (`sweeper.results.cell_stats` of `outcome` over its axes), or None
+    when nothing is stored."""
+    from sweeper.results import SUCCESS_OUTCOMES, cell_stats
 
     data = store.read(spec.name, "trials")
     if data is None:
         return None
-    return cell_stats(data.to_pandas(), [a.column for a in spec.axes], outcome)
+    return cell_stats(data.to_pandas(), [a.column for a in spec.axes], outcome,
+                      SUCCESS_OUTCOMES[outcome])

@@ -170,10 +170,18 @@ def stored_cells(store: Store, sweep: SweepFile) -> list[tuple[dict[str, Any], f
     return cells
 
 
+def phase_outcome(sweep: SweepFile) -> str:
+    """The outcome the sweep's family draws and summarises by default."""
+    from sweeper.models import MODEL_FAMILY
+    from sweeper.trajectory import PHASE_OUTCOME
+
+    return PHASE_OUTCOME[MODEL_FAMILY[sweep.model]]
+
+
 def manifest(sweep: SweepFile, plan: Plan) -> dict[str, Any]:
     """What the manifest says of a run (the store adds provenance: versions, git commit)."""
     return {"sweep_file": sweep.text, "task": sweep.task, "model": sweep.model,
-            "search": sweep.search.type,
+            "search": sweep.search.type, "outcome": phase_outcome(sweep),
             "trials_expanded": len(plan.specs) if not plan.adaptive
             else sweep.search.trials * len(sweep.seeds)}
 

@@ -28,6 +28,11 @@ TOPIC_METRICS = (
 )
 METRICS = {"copy": COPY_METRICS, "topic": TOPIC_METRICS}
 
+# The outcome each family's phase diagrams, run summaries, cell tables and reports use by
+# default (written into each sweep's manifest, where `analysis` reads it): copy's claim is
+# about attention, and at small scale an LSTM can copy without it.
+PHASE_OUTCOME = {"copy": "attention_learned", "topic": "learned"}
+
 
 def trajectory_schema(family: str) -> pa.Schema:
     return _trajectory_schema(METRICS[family])

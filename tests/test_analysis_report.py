@@ -68,7 +68,8 @@ def test_report_has_every_section(copy_report):
     page = Page(copy_report[0].html)
     assert list(page.sections) == ["manifest", "counts", "phase", "trajectories", "onsets",
                                    "cells"]
-    assert page.sections["phase"]["title"] == "Phase diagram: success = best accuracy ≥ 0.95"
+    assert page.sections["phase"]["title"] == ("Phase diagram: success = attention learned: "
+                                               "best head's attention accuracy ≥ 0.9")
     assert copy_report[1].read_text(encoding="utf-8") == copy_report[0].html
 
 
@@ -107,7 +108,8 @@ def test_cells_table_numbers_come_from_the_phase_object(copy_report):
 def test_phase_object_matches_an_independent_computation(store, copy_report):
     res = load(store, "copy")
     trials = with_outcomes(res.trials, outcome_trajectories(res))
-    again = compute_phase(trials, "task.cooccurrence", "task.hardness", "model.heads")
+    again = compute_phase(trials, "task.cooccurrence", "task.hardness", "model.heads",
+                          accuracy_threshold=0.9, outcome="attention_learned")
     pd.testing.assert_frame_equal(again.cells, copy_report[0].phase.cells)
     pd.testing.assert_frame_equal(again.boundary, copy_report[0].phase.boundary)
 
@@ -138,6 +140,7 @@ def test_topic_report_through_the_cli(store, tmp_path, capsys):
     assert capsys.readouterr().out.startswith(f"wrote {out}: 144 trials, 48 cells, 3 figures")
     page = Page(out.read_text(encoding="utf-8"))
     assert list(page.sections) == ["manifest", "counts", "phase", "trajectories", "cells"]
-    assert page.sections["phase"]["title"] == "Phase diagram: success = best accuracy ≥ 0.9"
+    assert page.sections["phase"]["title"] == ("Phase diagram: success = learned: token "
+                                               "accuracy ≥ 0.9")
     assert len(page.images) == 3
     assert page.sections["cells"]["tables"][0][0][0] == "model.classifier"

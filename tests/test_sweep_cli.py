@@ -64,7 +64,7 @@ def test_local_run_lands_in_parquet(first_run):
     assert sorted(set(traj.column("step").to_pylist())) == list(TINY_STEPS)
     assert "sweep tiny: ran 4 trials" in first_run["out"]
     assert "stored: 4 ok" in first_run["out"]
-    assert "task.cooccurrence" in first_run["out"] and "p(learned)" in first_run["out"]
+    assert "task.cooccurrence" in first_run["out"] and "p(attention_learned)" in first_run["out"]
 
 
 def test_local_run_writes_only_the_store(first_run):

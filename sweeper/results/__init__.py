@@ -35,6 +35,7 @@ from sweeper.results.layout import (
 from sweeper.results.outcomes import (
     DEFAULT_THRESHOLDS,
     OUTCOME_COLUMNS,
+    SUCCESS_OUTCOMES,
     Thresholds,
     derive_outcomes,
     label_entropy,
@@ -57,10 +58,9 @@ from sweeper.results.store import FileStore, MemoryStore, Store
 __all__ = [
     "CONFIG_SCHEMA_VERSION", "COUNTED_STATUSES", "DEFAULT_THRESHOLDS", "FileStore",
     "LEGACY_COLUMNS", "MemoryStore", "Metric", "OUTCOME_COLUMNS", "Record", "ResultsInputError",
-    "Store", "TABLES", "TABLE_SCHEMA_VERSION", "Thresholds", "cell_stats", "check_sweep_name",
-    "committed_files", "counted", "derive_outcomes", "failed_outcomes", "label_entropy", "pack_id",
-    "pack_of_file",
-    "plateau_level", "recompute_outcomes", "trajectories_table", "trajectory_schema", "trial_id",
-    "trial_outcomes", "trials_outcomes", "trials_schema", "trials_table", "wilson_interval",
-    "with_outcomes",
+    "SUCCESS_OUTCOMES", "Store", "TABLES", "TABLE_SCHEMA_VERSION", "Thresholds", "cell_stats",
+    "check_sweep_name", "committed_files", "counted", "derive_outcomes", "failed_outcomes",
+    "label_entropy", "pack_id", "pack_of_file", "plateau_level", "recompute_outcomes",
+    "trajectories_table", "trajectory_schema", "trial_id", "trial_outcomes", "trials_outcomes",
+    "trials_schema", "trials_table", "wilson_interval", "with_outcomes",
 ]

@@ -6,6 +6,9 @@ vectorised code, so the stored values and the recomputed ones cannot disagree. T
 arguments, never constants inside the trainer; the trajectory keeps everything needed.
 
 - learned / steps_to_learn: `accuracy` >= thresholds.accuracy at a logged step (the first).
+- attention_learned / attention_steps (copy): `attn_acc` (the best head's attention accuracy
+  over content steps) >= thresholds.attention_learned at a logged step (the first);
+  attention_heads: how many heads' `attn_acc_head` reached it at some logged step.
 - attention_onset, ktiw_onset: first step with `attn_acc`, `ktiw_acc` >= their thresholds.
 - plateau_exit (topic task): first step whose loss is below the plateau level, `plateau` of the
   way from the loss floor H(y | topic word) up to ln C (`plateau_level`).
@@ -25,16 +28,20 @@ import pyarrow as pa
 from sweeper.results.errors import ResultsInputError
 from sweeper.results.schema import Metric, scalar
 
-OUTCOME_COLUMNS = ("learned", "steps_to_learn", "attention_onset", "ktiw_onset", "plateau_exit")
-OUTCOME_TYPES = {"learned": pa.bool_(), **{c: pa.int64() for c in OUTCOME_COLUMNS[1:]},
-                 "diverged_step": pa.int64()}
-STEP_OUTCOMES = OUTCOME_COLUMNS[1:]  # outcomes that are a step (or never: NA)
+OUTCOME_COLUMNS = ("learned", "steps_to_learn", "attention_learned", "attention_steps",
+                   "attention_heads", "attention_onset", "ktiw_onset", "plateau_exit")
+SUCCESS_OUTCOMES = {"learned": "steps_to_learn", "attention_learned": "attention_steps"}
+STEP_OUTCOMES = ("steps_to_learn", "attention_steps", "attention_onset", "ktiw_onset",
+                 "plateau_exit")  # a step, or never: NA
+OUTCOME_TYPES = {c: pa.bool_() if c in SUCCESS_OUTCOMES else pa.int64()
+                 for c in OUTCOME_COLUMNS} | {"diverged_step": pa.int64()}
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """accuracy: a trial has learned once `accuracy` >= this. attention, ktiw: the onsets are
-    the first steps with `attn_acc`, `ktiw_acc` >= these. plateau: topic task, the plateau is
+    """accuracy: a trial has learned once `accuracy` >= this. attention_learned: its attention
+    has, once `attn_acc` >= this. attention, ktiw: the onsets are the first steps with
+    `attn_acc`, `ktiw_acc` >= these. plateau: topic task, the plateau is
     left when the loss falls this fraction of the way from its floor up to ln(C) (the floor is
     0 at co-occurrence 1, so then: below plateau * ln(C))."""
 
@@ -42,9 +49,10 @@ class Thresholds:
     attention: float = 0.5
     ktiw: float = 0.5
     plateau: float = 0.5
+    attention_learned: float = 0.9
 
     def __post_init__(self) -> None:
-        for name in ("accuracy", "attention", "ktiw", "plateau"):
+        for name in ("accuracy", "attention", "ktiw", "plateau", "attention_learned"):
             value = getattr(self, name)
             if isinstance(value, bool) or not (isinstance(value, int | float) and 0 <= value <= 1):
                 raise ResultsInputError(f"{name} threshold: got {value!r}; allowed: a number "
@@ -124,9 +132,15 @@ def recompute_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame | None =
     has_rows = out.index.isin(_index(trajectories, keys))
     out["learned"] = pd.array(np.where(has_rows, out["steps_to_learn"].notna(), None),
                               dtype="boolean")
-    for column, metric, level in (("attention_onset", "attn_acc", thresholds.attention),
+    for column, metric, level in (("attention_steps", "attn_acc", thresholds.attention_learned),
+                                  ("attention_onset", "attn_acc", thresholds.attention),
                                   ("ktiw_onset", "ktiw_acc", thresholds.ktiw)):
         out[column] = _onset(trajectories, keys, metric, level, out.index)
+    out["attention_learned"] = pd.array(
+        np.where(has_rows & ("attn_acc" in trajectories.columns),
+                 out["attention_steps"].notna(), None), dtype="boolean")
+    out["attention_heads"] = _heads_reaching(trajectories, keys, thresholds.attention_learned,
+                                             out.index, has_rows)
     out["plateau_exit"] = _plateau_exit(trajectories, trials, keys, thresholds, out.index)
     return out[list(OUTCOME_COLUMNS)].reset_index()
 
@@ -137,6 +151,24 @@ def _onset(trajectories: pd.DataFrame, keys: list[str], metric: str, level: floa
     if values is None:
         return pd.Series(pd.NA, index=index, dtype="Int64")
     return first_step(trajectories, keys, values >= level).reindex(index).astype("Int64")
+
+
+def _heads_reaching(trajectories: pd.DataFrame, keys: list[str], level: float,
+                    index: pd.Index, has_rows: np.ndarray) -> pd.Series:
+    """Per trial, how many heads' `attn_acc_head` reached `level` at some logged step."""
+    if "attn_acc_head" not in trajectories.columns:
+        return pd.Series(pd.NA, index=index, dtype="Int64")
+    rows = trajectories[[*keys, "attn_acc_head"]].dropna(subset=["attn_acc_head"])
+    heads = rows.explode("attn_acc_head")
+    heads["head"] = heads.groupby(level=0).cumcount()
+    heads["value"] = pd.to_numeric(heads["attn_acc_head"], errors="coerce")
+    best = heads.groupby([*keys, "head"], sort=False)["value"].max()
+    count = (best >= level).groupby(level=list(range(len(keys))), sort=False).sum()
+    if len(keys) == 1:
+        count.index = count.index.get_level_values(0)
+    counts = count.reindex(index).fillna(0).astype("Int64")
+    counts[~np.asarray(has_rows)] = pd.NA  # no trajectory: unknown, not zero
+    return counts
 
 
 def _plateau_exit(trajectories: pd.DataFrame, trials: pd.DataFrame | None, keys: list[str],
@@ -191,13 +223,16 @@ def trials_outcomes(trajectories: Sequence[Mapping[str, Sequence]], metrics: Ite
     metric), in one vectorised pass; configs: per trial, task.classes and task.cooccurrence
     where the task has them (the topic task's plateau)."""
     metrics = tuple(metrics)
-    names = [m.name for m in scalar(metrics)]
     ids = [str(i) for i in range(len(trajectories))]
+
+    def column(name: str) -> list:
+        return [v for t in trajectories for v in t.get(name, [None] * len(t["step"]))]
+
     frame = pd.DataFrame({
         "trial_id": [i for i, t in zip(ids, trajectories) for _ in t["step"]],
         "step": [s for t in trajectories for s in t["step"]],
-        **{n: pd.array([v for t in trajectories for v in t.get(n, [None] * len(t["step"]))],
-                       dtype="Float64") for n in names}})
+        **{m.name: pd.Series(column(m.name), dtype=object) if m.per_item
+           else pd.array(column(m.name), dtype="Float64") for m in metrics}})
     trials = pd.DataFrame({"trial_id": ids})
     for key in ("task.classes", "task.cooccurrence"):
         values = [(c or {}).get(key) for c in (configs or [{}] * len(ids))]
