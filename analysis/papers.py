@@ -80,14 +80,66 @@ def learning_table(trials: pd.DataFrame, trajectories: pd.DataFrame, by: Sequenc
         steps = g.loc[learned, "steps_to_learn"].astype(float)
         stuck = g.loc[~learned, "stuck"]
         low, high = wilson_interval(int(learned.sum()), len(g))
+        attention = g["attention_learned"].fillna(False).astype(bool)
         rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))),
                      "seeds": len(g), "learned": int(learned.sum()),
+                     "attention_learned": int(attention.sum()),
+                     "learned_with_attention": int((learned & attention).sum()),
                      "share": learned.mean(), "share_low": float(low), "share_high": float(high),
                      "steps_median": steps.median(), "steps_q25": steps.quantile(0.25),
                      "steps_q75": steps.quantile(0.75),
                      "in_window": int(steps.between(*window).sum()),
                      "stuck_median": stuck.median(), "stuck_min": stuck.min(),
                      "stuck_max": stuck.max()})
+    return pd.DataFrame(rows)
+
+
+PAPER_SCALE_SECONDS = 108.0  # one paper-scale copy training here (d 256, L 40, 200 steps)
+
+
+def scale_table(trials: pd.DataFrame, trajectories: pd.DataFrame,
+                thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                paper_seconds: float = PAPER_SCALE_SECONDS) -> pd.DataFrame:
+    """The faithful-scale criteria per (task.length, model.width), from a sweep over length,
+    width, co-occurrence 0 and 0.5, and attention learned and uniform (snell_scale):
+
+    - (a) uniform_easy_max: the largest final token accuracy with attention frozen uniform on
+      easy data (copying needs attention: <= 0.5);
+    - (b) attention_given_learned: of the learned-attention runs that reach token accuracy
+      >= thresholds.accuracy, the share that also reach attention accuracy >=
+      thresholds.attention_learned (>= 0.95);
+    - (c) easy_learned, hard_learned: seeds reaching token accuracy on easy (>= 90%) and hard
+      data (split: some, not all), and the same for attention (easy_attention,
+      hard_attention);
+    - (d) cost: the median wall time of a trial over a paper-scale one (<= 1/20).
+    """
+    _check(trials, ["task.length", "model.width", "model.attention", "task.cooccurrence"],
+           "trials")
+    trials = with_outcomes(trials, trajectories, thresholds)
+    frame = _per_trial(trials, {"final_acc": final_values(trajectories, "accuracy")})
+    rows = []
+    for (length, width), g in _group(frame, ["task.length", "model.width"]):
+        learned_model = g[g["model.attention"] == "learned"]
+        uniform_easy = g[(g["model.attention"] == "uniform") & (g["task.cooccurrence"] > 0)]
+        easy = learned_model[learned_model["task.cooccurrence"] > 0]
+        hard = learned_model[learned_model["task.cooccurrence"] == 0]
+        reached = learned_model["learned"].fillna(False).astype(bool)
+        with_attention = learned_model["attention_learned"].fillna(False).astype(bool)
+
+        def count(part: pd.DataFrame, column: str) -> str:
+            return f"{int(part[column].fillna(False).astype(bool).sum())}/{len(part)}"
+
+        rows.append({
+            "task.length": length, "model.width": width,
+            "uniform_easy_max": uniform_easy["final_acc"].max(),
+            "attention_given_learned": ((reached & with_attention).sum() / reached.sum()
+                                        if reached.any() else np.nan),
+            "easy_learned": count(easy, "learned"), "easy_attention": count(easy,
+                                                                            "attention_learned"),
+            "hard_learned": count(hard, "learned"), "hard_attention": count(hard,
+                                                                            "attention_learned"),
+            "cost": learned_model["wall_time_s"].median() / paper_seconds,
+        })
     return pd.DataFrame(rows)
 
 
@@ -192,7 +244,14 @@ def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
              f"{sweep}.png")
     elif sweep == "snell_phase":
         by = ["task.cooccurrence", "task.hardness", "model.heads"]
-        out.append(markdown(learning_table(trials, traj, by)[by + ["seeds", "learned"]]))
+        out.append(markdown(learning_table(trials, traj, by)[
+            by + ["seeds", "attention_learned", "learned", "learned_with_attention"]]))
+    elif sweep == "snell_scale":
+        out.append(markdown(scale_table(trials, traj)))
+    elif sweep == "snell_output_bias":
+        by = ["task.hardness", "model.output_bias", "task.cooccurrence"]
+        out.append(markdown(learning_table(trials, traj, by)[
+            by + ["seeds", "learned", "attention_learned", "share_low", "share_high"]]))
     elif sweep in ("lu_topic", "lu_phase"):
         by = (["model.classifier", "model.train_keys", "model.train_embeddings"]
               if sweep == "lu_topic" else ["task.cooccurrence", "task.distractors"])
@@ -216,8 +275,8 @@ def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
     return "\n\n".join(out)
 
 
-SHIPPED = ("snell_copy", "snell_multihead", "snell_phase", "snell_uniform", "lu_topic",
-           "lu_phase", "quick")
+SHIPPED = ("snell_scale", "snell_output_bias", "snell_copy", "snell_multihead", "snell_phase", "snell_uniform",
+           "lu_topic", "lu_phase", "quick")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
