@@ -100,8 +100,9 @@ PAPER_SCALE_SECONDS = 108.0  # one paper-scale copy training here (d 256, L 40, 
 def scale_table(trials: pd.DataFrame, trajectories: pd.DataFrame,
                 thresholds: Thresholds = DEFAULT_THRESHOLDS,
                 paper_seconds: float = PAPER_SCALE_SECONDS) -> pd.DataFrame:
-    """The faithful-scale criteria per (task.length, model.width), from a sweep over length,
-    width, co-occurrence 0 and 0.5, and attention learned and uniform (snell_scale):
+    """The faithful-scale criteria per setting (task.length, model.width, model.heads and
+    train.steps, those the sweep has), from a sweep over them with co-occurrence 0 and 0.5 and
+    attention learned and uniform (snell_scale):
 
     - (a) uniform_easy_max: the largest final token accuracy with attention frozen uniform on
       easy data (copying needs attention: <= 0.5);
@@ -113,12 +114,13 @@ def scale_table(trials: pd.DataFrame, trajectories: pd.DataFrame,
       hard_attention);
     - (d) cost: the median wall time of a trial over a paper-scale one (<= 1/20).
     """
-    _check(trials, ["task.length", "model.width", "model.attention", "task.cooccurrence"],
-           "trials")
+    _check(trials, ["task.length", "model.attention", "task.cooccurrence"], "trials")
+    by = [c for c in ("task.length", "model.width", "model.heads", "train.steps")
+          if c in trials.columns]
     trials = with_outcomes(trials, trajectories, thresholds)
     frame = _per_trial(trials, {"final_acc": final_values(trajectories, "accuracy")})
     rows = []
-    for (length, width), g in _group(frame, ["task.length", "model.width"]):
+    for key, g in _group(frame, by):
         learned_model = g[g["model.attention"] == "learned"]
         uniform_easy = g[(g["model.attention"] == "uniform") & (g["task.cooccurrence"] > 0)]
         easy = learned_model[learned_model["task.cooccurrence"] > 0]
@@ -130,7 +132,7 @@ def scale_table(trials: pd.DataFrame, trajectories: pd.DataFrame,
             return f"{int(part[column].fillna(False).astype(bool).sum())}/{len(part)}"
 
         rows.append({
-            "task.length": length, "model.width": width,
+            **dict(zip(by, key)),
             "uniform_easy_max": uniform_easy["final_acc"].max(),
             "attention_given_learned": ((reached & with_attention).sum() / reached.sum()
                                         if reached.any() else np.nan),

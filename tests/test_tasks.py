@@ -358,3 +358,25 @@ def test_topic_data_set_is_fixed_per_seed():
 def test_topic_single_class_is_allowed_with_rho_one():
     task, data = _topic(classes=1, vocab=10, samples=50)
     assert (data.labels == 0).all() and (data.words[:, 0] < task.topic_words).all()
+
+
+@pytest.mark.parametrize("task", [
+    {"length": 6, "cooccurrence": 1.0, "hardness": 0.6},
+    {"length": 6, "cooccurrence": 0.5, "hardness": 0.3, "mapping": "permutation"},
+    {"length": 5, "vocab": 4, "repeat": True, "hardness": 0.5},
+], ids=lambda t: ",".join(f"{k}={v}" for k, v in t.items()))
+def test_target_frequencies_are_the_targets_the_sampler_draws(task):
+    # the output bias starts at their log: they must be what the data asks for
+    copy_task = make_task("copy-v1", **task)
+    sampler = CopySampler([copy_task], [3])
+    expected = sampler.target_frequencies()[0]
+    assert expected.sum().item() == pytest.approx(1.0)
+    counts = torch.zeros_like(expected)
+    n = 0
+    for _ in range(40):
+        batch = sampler.sample(500)
+        counts += torch.bincount(batch.tgt.flatten(), minlength=len(expected)).double()
+        n += batch.tgt.numel()
+    measured = counts / n
+    assert measured[copy_task.sos].item() == 0.0  # SOS is never a target
+    torch.testing.assert_close(measured, expected, rtol=0, atol=0.01)
