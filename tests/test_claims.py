@@ -12,14 +12,14 @@ from sweeper.spec import make_spec
 from sweeper.train import train_pack
 
 pytestmark = pytest.mark.slow
-SEEDS = range(4)
+SEEDS = range(8)
 
 
 def _copy(cooccurrence: float, heads: int) -> list:
-    """The faithful small scale (search_spaces/snell_scale.yaml): L = 12, d = 32."""
-    specs = [make_spec("copy-v1", "seq2seq", {"length": 12, "cooccurrence": cooccurrence},
+    """The faithful small scale (search_spaces/snell_scale.yaml): L = 16, d = 32, 400 steps."""
+    specs = [make_spec("copy-v1", "seq2seq", {"length": 16, "cooccurrence": cooccurrence},
                        {"width": 32, "heads": heads},
-                       {"steps": 200, "eval_every": 10, "batch_size": 128, "eval_size": 128,
+                       {"steps": 400, "eval_every": 20, "batch_size": 128, "eval_size": 128,
                         "lr": 3e-3}, seed=s) for s in SEEDS]
     return train_pack(specs)
 
