@@ -186,7 +186,7 @@ def _phase_layout(phase: PhaseDiagram, rows: int, bottom_legend: bool) -> _Layou
 def _phase_title(phase: PhaseDiagram) -> str:
     what = "attention learning" if phase.outcome == "attention_learned" else "learning"
     pooled = f"; pooled over {', '.join(phase.pooled)}" if phase.pooled else ""
-    return (f"Where {what} succeeds ({phase.success_text()})\n"
+    return (f"Where {what} succeeds ({phase.success_text().split(': ', 1)[1]})\n"
             f"boundary at p = {phase.level:g}; {phase.confidence:.0%} Wilson intervals; "
             f"cells need ≥ {phase.min_seeds} seeds{pooled}")
 

@@ -125,3 +125,30 @@ def test_papers_command_on_a_real_store(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("## quick:") and "| task.cooccurrence |" in out
     assert (tmp_path / "fig" / "quick_seeds.png").stat().st_size > 1000
+
+
+def test_scale_table_measures_the_four_criteria_per_setting():
+    # one setting (L 16, d 32): uniform attention on easy data ends at 0.3 and 0.45; of the
+    # learned-attention runs, "attends" copies by attending, "state" copies without it, "stuck"
+    # does not copy; easy data has two seeds that learn
+    trials = pd.DataFrame({
+        "trial_id": ["u1", "u2", "attends", "state", "stuck", "e1", "e2"],
+        "status": ["ok"] * 7, "task.length": 16, "model.width": 32,
+        "wall_time_s": [1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0],
+        "task.cooccurrence": [0.5, 0.5, 0.0, 0.0, 0.0, 0.5, 0.5],
+        "model.attention": ["uniform"] * 2 + ["learned"] * 5,
+    })
+    final = {"u1": (0.3, 0.0), "u2": (0.45, 0.0), "attends": (1.0, 0.95), "state": (0.97, 0.1),
+             "stuck": (0.6, 0.1), "e1": (1.0, 1.0), "e2": (0.99, 0.92)}
+    traj = pd.DataFrame([{"trial_id": t, "step": s, "accuracy": acc * s / 100,
+                          "attn_acc": attn * s / 100} for t, (acc, attn) in final.items()
+                         for s in (0, 50, 100)])
+    from analysis.papers import scale_table
+
+    row = scale_table(trials, traj, paper_seconds=100.0).iloc[0]
+    assert (row["task.length"], row["model.width"]) == (16, 32)
+    assert row["uniform_easy_max"] == pytest.approx(0.45)  # (a)
+    assert row["attention_given_learned"] == pytest.approx(3 / 4)  # (b): not "state"
+    assert (row["easy_learned"], row["easy_attention"]) == ("2/2", "2/2")  # (c)
+    assert (row["hard_learned"], row["hard_attention"]) == ("2/3", "1/3")
+    assert row["cost"] == pytest.approx(0.02)  # (d): median 2 s of 100 s
