@@ -60,6 +60,7 @@ def scaled_down(text: str) -> str:
                     axis[kind] = list(dict.fromkeys([axis[kind][0], axis[kind][-1]]))
     raw["seeds"] = 2
     raw["budget"] = {"steps": 10}
+    (raw.get("axes") or {}).get("train", {}).pop("steps", None)  # the budget replaces it
     raw.pop("results", None)
     return yaml.safe_dump(raw)
 
