@@ -80,11 +80,14 @@ def learning_table(trials: pd.DataFrame, trajectories: pd.DataFrame, by: Sequenc
         steps = g.loc[learned, "steps_to_learn"].astype(float)
         stuck = g.loc[~learned, "stuck"]
         low, high = wilson_interval(int(learned.sum()), len(g))
+        attn_low, attn_high = wilson_interval(int(g["attention_learned"].fillna(False)
+                                                  .astype(bool).sum()), len(g))
         attention = g["attention_learned"].fillna(False).astype(bool)
         rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))),
                      "seeds": len(g), "learned": int(learned.sum()),
                      "attention_learned": int(attention.sum()),
                      "learned_with_attention": int((learned & attention).sum()),
+                     "attention_low": float(attn_low), "attention_high": float(attn_high),
                      "share": learned.mean(), "share_low": float(low), "share_high": float(high),
                      "steps_median": steps.median(), "steps_q25": steps.quantile(0.25),
                      "steps_q75": steps.quantile(0.75),
@@ -232,7 +235,12 @@ def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
         table = learning_table(trials, traj, by)
         out.append(markdown(table))
         if sweep == "snell_multihead":
-            draw(plots.share_figure(table, "model.heads"), f"{sweep}_share.png")
+            attention = table.assign(share=table["attention_learned"] / table["seeds"],
+                                     share_low=table["attention_low"],
+                                     share_high=table["attention_high"],
+                                     learned=table["attention_learned"])
+            draw(plots.share_figure(attention, "model.heads", "learned to attend"),
+                 f"{sweep}_share.png")
         cells = [dict(zip(by, k if isinstance(k, tuple) else (k,)))
                  for k in table[by].itertuples(index=False)]
         draw(plots.seed_lines_figure(trials, traj, cells[:4]), f"{sweep}_seeds.png")

@@ -488,9 +488,10 @@ def seed_lines_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
     return fig
 
 
-def share_figure(table: pd.DataFrame, x: str) -> Figure:
+def share_figure(table: pd.DataFrame, x: str, what: str = "learned") -> Figure:
     """The share of seeds that learned against `x`, with its 95% interval, from a table with
-    columns x, share, share_low, share_high, learned and seeds (`papers.learning_table`)."""
+    columns x, share, share_low, share_high, learned and seeds (`papers.learning_table`);
+    `what` names the success in the labels (e.g. "learned to attend")."""
     for column in (x, "share", "share_low", "share_high", "learned", "seeds"):
         if column not in table.columns:
             raise AnalysisInputError(f"table has no {column!r}")
@@ -506,9 +507,9 @@ def share_figure(table: pd.DataFrame, x: str) -> Figure:
         ax.annotate(f"{k}/{n}", (xi, 0.04), ha="center", fontsize="small")
     ax.set_xticks(xs, [_tick(v) for v in table[x]])
     ax.set_xlabel(axis_label(x))
-    ax.set_ylabel("share of seeds that learned")
+    ax.set_ylabel(f"share of seeds that {what}")
     ax.set_ylim(-0.02, 1.05)
-    layout.title(fig, "Seeds that learned, with 95% Wilson intervals")
+    layout.title(fig, f"Seeds that {what}, with 95% Wilson intervals")
     return fig
 
 
