@@ -251,7 +251,8 @@ def make_report(results: Results, *, x: str | None = None, y: str | None = None,
             f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
             f"<title>sweeper report: {html.escape(names)}</title><style>{_STYLE}</style></head>"
             f"<body><h1>Sweep report: {html.escape(names)}</h1>"
-            f"<p>Thresholds: accuracy {thresholds.accuracy:g}, attention "
+            f"<p>Outcome: {html.escape(outcome)}. Thresholds: accuracy {thresholds.accuracy:g}, "
+            f"attention learned {thresholds.attention_learned:g}, attention onset "
             f"{thresholds.attention:g}, KTIW {thresholds.ktiw:g}; axes {html.escape(x)} × "
             f"{html.escape(y)}" + (f", facet {html.escape(facet)}" if facet else "") + ".</p>"
             + "".join(sections) + "</body></html>\n")

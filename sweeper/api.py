@@ -7,8 +7,10 @@
     res = result.load()       # the same `Results` as analysis.load("results", "quick")
 
 Overrides are top-level keys of the sweep file (name, fixed, axes, seeds, budget, ...): a
-mapping is merged key by key into the file's, anything else replaces it; the result is
-validated like a file, with the same one-line errors.
+mapping is merged into the file's group by group (`axes={"task": {"hardness": {...}}}` replaces
+the hardness axis and keeps the others), and each parameter's value or axis is replaced whole;
+anything else replaces the key. The result is validated like a file, with the same one-line
+errors.
 """
 
 from __future__ import annotations
@@ -69,27 +71,35 @@ def sweep_from(source: str | os.PathLike | Mapping[str, Any],
 
     from sweeper.search_space import load_sweep, parse_sweep
 
-    if not overrides and not isinstance(source, Mapping):
-        text = os.fspath(source)
-        return parse_sweep(text) if "\n" in text else load_sweep(text)
     if isinstance(source, Mapping):
-        data = dict(source)
+        text = yaml.safe_dump(dict(source), sort_keys=False)
     else:
         text = os.fspath(source)
-        if "\n" not in text:
+        if os.path.exists(text) or not _looks_like_yaml(text):
+            if not overrides:
+                return load_sweep(text)
             with open(text) as f:
                 text = f.read()
-        data = yaml.safe_load(text)
-    return parse_sweep(yaml.safe_dump(_merged(data, overrides or {}), sort_keys=False))
+    if not overrides:
+        return parse_sweep(text)
+    data = yaml.safe_load(text)
+    return parse_sweep(yaml.safe_dump(_merged(data, overrides), sort_keys=False))
 
 
-def _merged(base: Any, changes: Mapping[str, Any]) -> Any:
+def _looks_like_yaml(text: str) -> bool:
+    """Sweep-file text rather than a path: several lines, or a one-line {...} mapping."""
+    return "\n" in text or text.lstrip().startswith("{")
+
+
+def _merged(base: Any, changes: Mapping[str, Any], depth: int = 0) -> Any:
+    """`changes` merged into `base`: mappings down to the groups (depth 2), below that each
+    parameter's value or axis replaced whole."""
     if not isinstance(base, Mapping):
         return dict(changes)
     out = dict(base)
     for key, value in changes.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _merged(out[key], value)
+        if depth < 2 and isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value, depth + 1)
         else:
             out[key] = value
     return out

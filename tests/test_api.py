@@ -38,3 +38,16 @@ def test_run_takes_a_mapping_and_validates_it_like_a_file(tmp_path):
     with pytest.raises(SweeperInputError, match="executor"):
         sweeper.run(TINY, results=str(tmp_path / "bad"), executor="slurm")
     assert not (tmp_path / "bad").exists()
+
+
+def test_overrides_replace_an_axis_whole_and_keep_the_others(tmp_path):
+    from sweeper.api import sweep_from
+
+    path = write_sweep(tmp_path / "tiny.yaml", {**TINY, "axes": {
+        "task": {"cooccurrence": {"grid": [0.0, 0.5]}, "hardness": {"grid": [0.0, 1.0]}}}})
+    sweep = sweep_from(str(path), {"axes": {"task": {"cooccurrence": {"choice": [0.5]}}}})
+    axes = {a.path: (a.kind, a.values) for a in sweep.axes}
+    assert axes == {"task.cooccurrence": ("choice", (0.5,)),
+                    "task.hardness": ("grid", (0.0, 1.0))}
+    one_line = sweep_from("{name: inline, task: copy-v1, model: seq2seq, seeds: 1}")
+    assert one_line.name == "inline"

@@ -52,12 +52,17 @@ def counted(trials: pd.DataFrame, outcome: str = "learned",
 
 
 def cell_stats(trials: pd.DataFrame, axes: Sequence[str], outcome: str = "learned",
-               steps: str | None = "steps_to_learn", *,
+               steps: str | None = "auto", *,
                statuses: Sequence[str] = COUNTED_STATUSES,
                confidence: float = 0.95) -> pd.DataFrame:
     """One row per cell (the distinct values of `axes` present), sorted by the axes, with
     CELL_COLUMNS. `outcome` is a boolean column; `steps` the step column whose median over the
-    successes is reported (None: no median)."""
+    successes is reported ("auto": the outcome's own, steps_to_learn for learned and
+    attention_steps for attention_learned; None: no median)."""
+    if steps == "auto":
+        from sweeper.results.outcomes import SUCCESS_OUTCOMES
+
+        steps = SUCCESS_OUTCOMES.get(outcome)
     for column in [*axes, outcome]:
         if column not in trials.columns:
             raise ResultsInputError(f"unknown column {column!r} for cell statistics; available: "
