@@ -127,6 +127,12 @@ class Store:
     def is_local(self) -> bool:
         return isinstance(self.fs, pafs.LocalFileSystem)
 
+    @property
+    def renames_atomically(self) -> bool:
+        """Whether a temporary file moved into place appears whole (local disks, memory); on
+        object stores a single put does that instead."""
+        return self.is_local
+
     def path(self, sweep: str, *parts: str) -> str:
         return "/".join([self.root, check_sweep_name(sweep), *parts])
 
@@ -138,7 +144,7 @@ class Store:
             self.put_object(path, data)
             return
         self.fs.create_dir(parent, recursive=True)
-        if self.is_local or isinstance(self, MemoryStore):
+        if self.renames_atomically:
             tmp = f"{parent}/{TEMP_PREFIX}{uuid.uuid4().hex}"
             with self.fs.open_output_stream(tmp) as f:
                 f.write(data)
@@ -318,6 +324,10 @@ class MemoryStore(Store):
     def named(cls, uri: str) -> MemoryStore:
         name = uri[len("memory://"):].strip("/") or "default"
         return cls(memory_filesystem(name), f"/{name}", uri)
+
+    @property
+    def renames_atomically(self) -> bool:
+        return True
 
     def __getstate__(self) -> dict:
         return {"uri": self.uri}
