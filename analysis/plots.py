@@ -20,25 +20,17 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from sweeper.families import column_label, column_symbol
 from sweeper.results import COUNTED_STATUSES
 
 from .errors import AnalysisInputError
 from .phase import PhaseDiagram
 
-LABELS = {
-    "task.cooccurrence": "co-occurrence strength c", "task.hardness": "hardness h",
-    "model.heads": "heads H", "task.length": "sequence length L", "task.vocab": "vocabulary N",
-    "task.content_tokens": "content tokens N", "task.lift": "lift (N-1)/(L-1)",
-    "task.distractors": "distractors m", "task.classes": "classes C",
-    "task.topic_words": "topic words per class", "task.samples": "sentences",
-    "model.width": "width d", "model.dim": "embedding dimension", "model.cell": "cell",
-    "model.classifier": "classifier", "model.attention": "attention",
-    "train.lr": "learning rate", "train.batch_size": "batch size", "train.steps": "step budget",
-    "step": "step", "seed": "seed",
-}
-SYMBOLS = {"task.cooccurrence": "c", "task.hardness": "h", "model.heads": "H",
-           "task.length": "L", "task.vocab": "N", "task.distractors": "m",
-           "task.classes": "C", "model.width": "d", "train.lr": "lr"}
+# Words for the columns every sweep has; a family's task and model columns take theirs from
+# its declaration (`Param.label`, `Param.symbol`, `Family.labels`: sweeper.families).
+LABELS = {"train.lr": "learning rate", "train.batch_size": "batch size",
+          "train.steps": "step budget", "step": "step", "seed": "seed"}
+SYMBOLS = {"train.lr": "lr"}
 METRIC_LABELS = {
     "accuracy": "token accuracy", "attn_acc": "attention accuracy",
     "ktiw_acc": "KTIW-probe accuracy", "uniform_acc": "uniform-attention accuracy",
@@ -53,7 +45,7 @@ def axis_label(column: str | None) -> str:
     """Words for a column: 'co-occurrence strength c' for task.cooccurrence."""
     if column is None:
         return ""
-    return LABELS.get(column, column)
+    return LABELS.get(column) or column_label(column) or column
 
 
 BOOLEAN_WORDS = {"model.train_keys": ("keys frozen", "keys trained"),
@@ -62,13 +54,20 @@ BOOLEAN_WORDS = {"model.train_keys": ("keys frozen", "keys trained"),
                  "task.repeat": ("no repetition", "repetition")}
 
 
+def symbol(column: str | None) -> str | None:
+    """The paper's symbol for a column ('c' for task.cooccurrence), if it has one."""
+    if column is None:
+        return None
+    return SYMBOLS.get(column) or column_symbol(column)
+
+
 def value_label(column: str | None, value: object) -> str:
     """'H = 4' for (model.heads, 4); 'classifier tc' where no symbol exists."""
     if column in BOOLEAN_WORDS and isinstance(value, bool | np.bool_):
         return BOOLEAN_WORDS[column][int(value)]
     text = f"{value:g}" if isinstance(value, float) else str(value)
-    if column in SYMBOLS:
-        return f"{SYMBOLS[column]} = {text}"
+    if symbol(column):
+        return f"{symbol(column)} = {text}"
     return f"{axis_label(column)} {text}"
 
 
@@ -81,7 +80,7 @@ def short_number(value: float) -> str:
 
 def short_value(column: str | None, value: object) -> str:
     """'H = 4' where the column has a symbol, else just the value ('tc')."""
-    return value_label(column, value) if column in SYMBOLS else _tick(value)
+    return value_label(column, value) if symbol(column) else _tick(value)
 
 
 @dataclass(frozen=True)

@@ -181,12 +181,28 @@ def _cells_section(phase: PhaseDiagram) -> str:
     return _section("cells", "Cells", note + table)
 
 
+def _family_figures(results: Results, columns: set[str]) -> set[str]:
+    """The extra figures the sweeps' families ask for (`Family.figures`), from the task ids in
+    their manifests; for a task whose family is not installed here, from the columns."""
+    from sweeper.errors import SweeperInputError
+    from sweeper.families import family_of
+
+    figures = set()
+    for manifest in results.manifests.values():
+        try:
+            figures.update(family_of(str(manifest.get("task"))).figures)
+        except SweeperInputError:
+            if "identity_lhs" in columns:
+                figures.add("identity")
+    return figures
+
+
 def _trajectory_section(results: Results, trials: pd.DataFrame, cells: list[dict],
                         figures: dict[str, Figure]) -> str:
     columns = set(results.trajectory_columns)
     ids = [i for c in cells for i in plots.select_cell(trials, c)["trial_id"]]
     body = []
-    if "identity_lhs" in columns:
+    if "identity" in _family_figures(results, columns):
         wanted = [c for c in ("identity_lhs", "identity_rhs", "topic_attention", "loss")
                   if c in columns]
         rows = results.read_trajectories(trial_ids=ids, columns=wanted)
@@ -194,7 +210,7 @@ def _trajectory_section(results: Results, trials: pd.DataFrame, cells: list[dict
         body.append(_figure_html(figures["topic"], "topic",
                                  "The identity's two sides, and topic attention against step"))
     metrics = [m for m in plots.COPY_METRICS if m in columns]
-    if metrics and "identity_lhs" not in columns:
+    if metrics and "identity" not in _family_figures(results, columns):
         rows = results.read_trajectories(trial_ids=ids, columns=metrics)
         figures["trajectories"] = plots.trajectory_figure(trials, rows, cells, metrics)
         body.append(_figure_html(figures["trajectories"], "trajectories",

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from sweeper.families import family_of
 from sweeper.results import Metric, Store, derive_outcomes, label_entropy, trial_id
 
 _STR, _I64, _F64, _BOOL = pa.string(), pa.int64(), pa.float64(), pa.bool_()
@@ -340,7 +341,7 @@ def _derive(records: list[SyntheticTrial], declared: tuple[Metric, ...]) -> None
 
 
 def _manifest(sweep: str, task: str, model: str, n_trials: int) -> dict:
-    outcome = "attention_learned" if task.startswith("copy") else "learned"  # as the trainer's
+    outcome = family_of(task).phase_outcome  # as the trainer's manifest
     return {"sweep_file": f"# synthetic sweep {sweep}\nname: {sweep}\ntask: {task}\n",
             "task": task, "model": model, "trials_expanded": n_trials, "outcome": outcome,
             "synthetic": True}

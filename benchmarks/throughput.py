@@ -54,7 +54,7 @@ def _setup() -> None:
 
     torch.set_num_threads(1)
     torch.set_flush_denormal(True)
-    try:  # the allocator setting sweeper's trainer applies (sweeper.experiments)
+    try:  # the allocator setting sweeper's trainer applies (sweeper.train)
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-3, 32 << 20)
         libc.mallopt(-1, (1 << 31) - 1)
@@ -293,8 +293,8 @@ def plain_topic(w: Workload, steps: int, seed: int) -> None:
     """Lu et al.'s model written plainly: nn.Embedding, softmax over positions, torch SGD."""
     from torch import nn
 
+    from sweeper.families.topic.data import generate
     from sweeper.spec import make_spec
-    from sweeper.tasks.topic_data import generate
 
     spec = make_spec(w.task, w.model, w.task_params, w.model_params, {**w.train, "steps": 1},
                      seed=seed)

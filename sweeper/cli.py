@@ -67,23 +67,36 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from sweeper.models import MODEL_FAMILY, MODELS
-    from sweeper.spec import FAMILY_TRAIN_DEFAULTS, TRAIN_PARAMS
-    from sweeper.tasks import TASKS
+    from sweeper.families import families
+    from sweeper.spec import TRAIN_PARAMS
 
-    for registry, label in ((TASKS, "task"), (MODELS, "model")):
-        for id in registry.ids():
-            entry = registry.get(id)
-            extra = f"  (trains on {MODEL_FAMILY[id]}-v*)" if label == "model" else ""
-            print(f"{label} {id}: {entry.doc}{extra}")
-            for p in entry.params:
-                print(f"  {p.name:<18} default {p.default!r:<12} {p.allowed():<36} {p.doc}")
-            print()
-    print("train (defaults per family: " + ", ".join(f"{k}: {v}" for k, v in
-                                                   FAMILY_TRAIN_DEFAULTS.items() if v) + ")")
+    for family in families().values():
+        print(f"family {family.name}: {family.doc}")
+        print(f"  tasks: {', '.join(t.id for t in family.tasks)}; models: "
+              f"{', '.join(family.model_ids)}; phase outcome: {family.phase_outcome}"
+              + (f"; train defaults: {_inline(family.train_defaults)}"
+                 if family.train_defaults else ""))
+        print()
+        for entry in family.tasks:
+            _print_entry("task", entry)
+        for entry in family.models:
+            if not isinstance(entry, str):
+                _print_entry("model", entry)
+    print("train (a family may change the defaults, above)")
     for p in TRAIN_PARAMS:
         print(f"  {p.name:<18} default {p.default!r:<12} {p.allowed():<36} {p.doc}")
     return 0
+
+
+def _inline(values) -> str:
+    return ", ".join(f"{k} {v}" for k, v in values.items())
+
+
+def _print_entry(label: str, entry) -> None:
+    print(f"{label} {entry.id}: {entry.doc}")
+    for p in entry.params:
+        print(f"  {p.name:<18} default {p.default!r:<12} {p.allowed():<36} {p.doc}")
+    print()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,7 +2,8 @@
 
 A `Registry` holds entries of one kind (tasks, models). Each entry declares its parameters as
 `Param`s, so that validation, listings (`sweeper tasks`) and the sweep-file checks all read the
-same declaration. Registering an entry is enough to have it covered by the contract tests.
+same declaration. Entries are registered by the task families that declare them
+(`sweeper.families`), which is enough to have them covered by the contract tests.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class Param:
     high: float | None = None  # inclusive
     choices: tuple[Any, ...] | None = None
     nullable: bool = False  # None allowed (meaning "derive it")
+    label: str = ""  # words for plots and tables: "co-occurrence strength c"
+    symbol: str = ""  # the paper's symbol, for "c = 0.5"
 
     def allowed(self) -> str:
         if self.choices is not None:
@@ -108,24 +111,32 @@ class Entry:
 
 @dataclass
 class Registry:
+    """Entries of one kind, by id. `loader` runs once before the first lookup: the families
+    register their entries then (`sweeper.families`), so that plugins load lazily."""
+
     kind: str  # "task" or "model"
     entries: dict[str, Entry] = field(default_factory=dict)
+    loader: Callable[[], None] | None = field(default=None, repr=False)
 
-    def register(self, id: str, factory: Callable[..., Any], params: tuple[Param, ...],
-                 doc: str = "", check: Callable[[dict[str, Any], str], None] | None = None,
-                 canonical: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
-        if id in self.entries:
-            raise ValueError(f"{self.kind} {id!r} is already registered")
-        self.entries[id] = Entry(id, factory, params, doc, check, canonical)
+    def _ready(self) -> dict[str, Entry]:
+        if self.loader is not None:
+            self.loader()
+        return self.entries
+
+    def add(self, entry: Entry) -> None:
+        if entry.id in self.entries:
+            raise ValueError(f"{self.kind} {entry.id!r} is already registered")
+        self.entries[entry.id] = entry
 
     def get(self, id: str) -> Entry:
-        if id not in self.entries:
-            raise UnknownNameError(f"{self.kind} id", id, self.entries)
-        return self.entries[id]
+        entries = self._ready()
+        if id not in entries:
+            raise UnknownNameError(f"{self.kind} id", id, entries)
+        return entries[id]
 
     def make(self, id: str, **params: Any) -> Any:
         entry = self.get(id)
         return entry.factory(**entry.resolve(params))
 
     def ids(self) -> list[str]:
-        return sorted(self.entries)
+        return sorted(self._ready())

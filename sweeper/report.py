@@ -7,11 +7,6 @@ from typing import Any
 
 from sweeper.spec import TrialResult, TrialSpec
 
-SUMMARY_COLUMNS = {
-    "copy": ("loss", "accuracy", "attn_acc", "ktiw_acc", "uniform_acc"),
-    "topic": ("loss", "accuracy", "topic_attention", "topic_score_mean", "identity_residual"),
-}
-
 
 def _fmt(value: Any) -> str:
     if value is None:
@@ -31,7 +26,7 @@ def table(rows: list[list[Any]], header: list[str]) -> str:
 
 def trial_summary(result: TrialResult, out: str, max_rows: int = 12) -> str:
     spec, traj = result.spec, result.trajectory
-    cols = SUMMARY_COLUMNS[spec.family]
+    cols = spec.family.summary_columns
     n = len(traj["step"])
     every = max(1, -(-n // max_rows))
     picks = sorted(set(range(0, n, every)) | ({n - 1} if n else set()))
@@ -51,7 +46,7 @@ def trial_summary(result: TrialResult, out: str, max_rows: int = 12) -> str:
 
 
 def step_printer(spec: TrialSpec) -> Callable[[int, list[dict[str, Any]]], None]:
-    cols = SUMMARY_COLUMNS[spec.family]
+    cols = spec.family.summary_columns
 
     def report(step: int, rows: list[dict[str, Any]]) -> None:
         print(f"step {step:>6}  " + "  ".join(f"{c} {_fmt(rows[0][c])}" for c in cols),

@@ -172,10 +172,7 @@ def stored_cells(store: Store, sweep: SweepFile) -> list[tuple[dict[str, Any], f
 
 def phase_outcome(sweep: SweepFile) -> str:
     """The outcome the sweep's family draws and summarises by default."""
-    from sweeper.models import MODEL_FAMILY
-    from sweeper.trajectory import PHASE_OUTCOME
-
-    return PHASE_OUTCOME[MODEL_FAMILY[sweep.model]]
+    return sweep.family.phase_outcome
 
 
 def manifest(sweep: SweepFile, plan: Plan) -> dict[str, Any]:

@@ -37,12 +37,10 @@ from typing import Any
 import yaml
 
 from sweeper.errors import ParameterError, SweeperInputError, did_you_mean
-from sweeper.models import MODEL_FAMILY, MODELS
+from sweeper.families import MODELS, TASKS, Family, check_pair, family_of
 from sweeper.registry import Entry, Param
 from sweeper.results import OUTCOME_COLUMNS, check_sweep_name
 from sweeper.spec import TRAIN_ENTRY, make_spec
-from sweeper.tasks import TASKS
-from sweeper.trajectory import scalar_metrics
 
 TOP_KEYS = ("name", "task", "model", "fixed", "axes", "seeds", "search", "scheduler", "budget",
             "resources", "pack_size", "retries", "device", "results", "description")
@@ -114,8 +112,8 @@ class SweepFile:
     text: str = field(default="", compare=False, repr=False)
 
     @property
-    def family(self) -> str:
-        return self.task.rsplit("-v", 1)[0]
+    def family(self) -> Family:
+        return family_of(self.task)
 
     def entry(self, group: str) -> Entry:
         return {"task": TASKS.get(self.task), "model": MODELS.get(self.model),
@@ -294,7 +292,7 @@ def _seeds(raw: Any) -> tuple[int, ...]:
     return tuple(range(_int_at(raw, "seeds", 1, 100_000)))
 
 
-def _search(raw: Any, axes: tuple[Axis, ...], family: str) -> Search:
+def _search(raw: Any, axes: tuple[Axis, ...], family: Family) -> Search:
     raw = {"type": "grid"} if raw is None else raw
     if not isinstance(raw, dict) or raw.get("type") not in SEARCH_KEYS:
         got = raw.get("type") if isinstance(raw, dict) else raw
@@ -312,7 +310,7 @@ def _search(raw: Any, axes: tuple[Axis, ...], family: str) -> Search:
     seed = _int_at(raw.get("seed", 0), "search.seed", 0)
     if kind == "random":
         return Search("random", trials, seed=seed)
-    objectives = OUTCOME_COLUMNS + tuple(f"{w}_{m.name}" for m in scalar_metrics(family)
+    objectives = OUTCOME_COLUMNS + tuple(f"{w}_{m.name}" for m in family.scalar_metrics()
                                   for w in ("final", "best"))
     objective = raw.get("objective")
     if objective not in objectives:
@@ -331,14 +329,14 @@ def _suggest_plain(given: Any, allowed: tuple[str, ...]) -> str:
     return did_you_mean(str(given), allowed)
 
 
-def _scheduler(raw: Any, family: str, steps: int) -> Scheduler | None:
+def _scheduler(raw: Any, family: Family, steps: int) -> Scheduler | None:
     if raw is None:
         return None
     raw = _mapping_at(raw, "scheduler", ("type", "metric", "mode", "grace_period",
                                          "reduction_factor"))
     if raw.get("type") != "asha":
         raise _fail("scheduler.type", raw.get("type"), "asha")
-    metrics = tuple(m.name for m in scalar_metrics(family))
+    metrics = tuple(m.name for m in family.scalar_metrics())
     metric = raw.get("metric")
     if metric not in metrics:
         raise SweepFileError(f"scheduler.metric: got {metric!r}"
@@ -385,14 +383,13 @@ def parse_sweep(text: str) -> SweepFile:
         task, model = TASKS.get(raw["task"]).id, MODELS.get(raw["model"]).id
     except SweeperInputError as exc:
         raise SweepFileError(str(exc) if str(exc).startswith("name") else
-                             f"{'task' if raw['task'] not in TASKS.entries else 'model'}: {exc}"
+                             f"{'task' if raw['task'] not in TASKS.ids() else 'model'}: {exc}"
                              ) from None
-    if MODEL_FAMILY[model] != task.rsplit("-v", 1)[0]:
-        allowed = [m for m, f in MODEL_FAMILY.items() if f == task.rsplit("-v", 1)[0]]
-        raise SweepFileError(f"model: got {model!r}, which does not train on {task}; "
-                             f"allowed for {task}: {', '.join(allowed)}")
+    try:
+        family = check_pair(task, model)
+    except SweeperInputError as exc:
+        raise SweepFileError(str(exc)) from None
     entries = {"task": TASKS.get(task), "model": MODELS.get(model), "train": TRAIN_ENTRY}
-    family = task.rsplit("-v", 1)[0]
     fixed = _fixed(raw.get("fixed"), {"entries": entries})
     budget = _mapping_at(raw.get("budget"), "budget", ("steps",))
     if "steps" in budget:

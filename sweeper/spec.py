@@ -18,14 +18,12 @@ import pyarrow as pa
 
 from sweeper import results
 from sweeper.errors import ParameterError, UnknownNameError
-from sweeper.models import MODEL_FAMILY, MODELS
+from sweeper.families import MODELS, TASKS, Family, check_pair, family_of
 from sweeper.registry import Entry, Param
 from sweeper.results.schema import ARROW_TYPES, Metric
-from sweeper.tasks import TASKS
-from sweeper.trajectory import METRICS
 
-# Training parameters, with defaults per task family: the papers' settings at a small scale for
-# copy (Adam 1e-3, batch 64) and the paper's full-batch SGD for topic.
+# Training parameters; a family may change the defaults (`Family.train_defaults`: the topic
+# family trains with the paper's full-batch SGD).
 TRAIN_PARAMS = (
     Param("optimizer", str, "adam", "adam or sgd", choices=("adam", "sgd")),
     Param("lr", float, 1e-3, "learning rate", low=0, high=1e6),
@@ -35,11 +33,6 @@ TRAIN_PARAMS = (
     Param("eval_every", int, 10, "steps between evaluations", low=1, high=10_000_000),
     Param("eval_size", int, 128, "fresh evaluation sequences (copy)", low=1, high=1_000_000),
 )
-FAMILY_TRAIN_DEFAULTS = {
-    "copy": {},
-    "topic": {"optimizer": "sgd", "lr": 0.1, "batch_size": None, "steps": 5000,
-              "eval_every": 50},
-}
 TRAIN_ENTRY = Entry("train", lambda **kw: kw, TRAIN_PARAMS)
 
 
@@ -54,8 +47,8 @@ class TrialSpec:
     device: str = field(default="cpu", compare=False)
 
     @property
-    def family(self) -> str:
-        return MODEL_FAMILY[self.model]
+    def family(self) -> Family:
+        return family_of(self.task)
 
     def config(self) -> dict[str, Any]:
         """The canonical nested config: what the trial id hashes."""
@@ -77,7 +70,7 @@ class TrialSpec:
 
     @property
     def metrics(self) -> tuple[Metric, ...]:
-        return METRICS[self.family]
+        return self.family.metrics
 
     def flat(self) -> dict[str, Any]:
         """Config as flat columns, one name per setting everywhere (sweep files, trials table,
@@ -128,17 +121,11 @@ def make_spec(task: str, model: str, task_params: Mapping[str, Any] | None = Non
               device: str = "cpu") -> TrialSpec:
     """Validate and complete a spec; raises `SweeperInputError` naming the bad field."""
     task_entry, model_entry = TASKS.get(task), MODELS.get(model)
-    family = MODEL_FAMILY[model]
-    task_family = task.rsplit("-v", 1)[0]  # "copy-v1" -> "copy"
-    if task_family != family:
-        allowed = [m for m, f in MODEL_FAMILY.items() if f == task_family]
-        raise ParameterError(f"model: got {model!r}, which does not train on {task}; "
-                             f"allowed for {task}: {', '.join(allowed)}")
-    resolved_train = TRAIN_ENTRY.resolve({**FAMILY_TRAIN_DEFAULTS[family], **(train or {})},
-                                         "train")
-    if resolved_train["batch_size"] is None and family != "topic":
-        raise ParameterError("train.batch_size: got null; allowed: an integer >= 1 (full batch "
-                             "exists only for the topic task)")
+    family = check_pair(task, model)
+    resolved_train = TRAIN_ENTRY.resolve({**family.train_defaults, **(train or {})}, "train")
+    if resolved_train["batch_size"] is None and not family.full_batch:
+        raise ParameterError(f"train.batch_size: got null; allowed: an integer >= 1 (the "
+                             f"{family.name} family has no full batch)")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ParameterError(f"seed: got {seed!r}; allowed: an integer >= 0")
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):

@@ -18,9 +18,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import yaml
 
+from sweeper.families import families
 from sweeper.results import Thresholds, trial_outcomes
 from sweeper.spec import TrialResult, TrialSpec
-from sweeper.trajectory import METRICS
 
 REPO = Path(__file__).resolve().parents[1]
 DELETE = object()  # a `variant` value that removes the key
@@ -75,8 +75,8 @@ def derive_outcomes(family: str, columns: dict, *, classes: int | None = None,
     """`sweeper.results.trial_outcomes` of a family's trajectory, thresholds by name."""
     thresholds = Thresholds(accuracy=accuracy_threshold, attention=attention_threshold,
                             ktiw=ktiw_threshold)
-    return trial_outcomes(columns, METRICS[family], classes=classes, cooccurrence=cooccurrence,
-                          thresholds=thresholds)
+    return trial_outcomes(columns, families()[family].metrics, classes=classes,
+                          cooccurrence=cooccurrence, thresholds=thresholds)
 
 
 # -- fake results (no training) ------------------------------------------------------------
@@ -85,11 +85,11 @@ def fake_result(spec: TrialSpec, steps: Sequence[int] = TINY_STEPS, status: str 
     """A TrialResult with a deterministic, plausible trajectory (no training)."""
     heads = spec.model_params.get("heads", 1)
     trajectory: dict[str, list] = {"step": list(steps)}
-    for i, metric in enumerate(METRICS[spec.family]):
+    for i, metric in enumerate(spec.family.metrics):
         values = [round(0.1 * (i + 1) + 0.01 * k + offset, 6) for k, _ in enumerate(steps)]
         trajectory[metric.name] = ([[v] * heads for v in values] if metric.per_item
                                    else values)
-    outcomes = derive_outcomes(spec.family, trajectory,
+    outcomes = derive_outcomes(spec.family.name, trajectory,
                                classes=spec.task_params.get("classes"))
     return TrialResult(spec, status, trajectory, outcomes, 0.5, error, host="testhost")
 

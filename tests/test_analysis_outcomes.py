@@ -109,9 +109,10 @@ def test_label_entropy_on_hand_worked_cases_for_scalars_and_arrays(classes, rho,
     level = plateau_level(classes, rho)
     assert level == pytest.approx((math.log(classes) + expected) / 2)
     # the trainer's stored outcome uses the same level
-    from sweeper.trajectory import scalar_metrics
+    from sweeper.families import families
 
-    traj = {"step": [0, 50, 100], **{m.name: [0.0] * 3 for m in scalar_metrics("topic")},
+    traj = {"step": [0, 50, 100],
+            **{m.name: [0.0] * 3 for m in families()["topic"].scalar_metrics()},
             "loss": [level + 0.5, level + 1e-9, level - 1e-9]}
     assert derive_outcomes("topic", traj, classes=classes, cooccurrence=rho)[
         "plateau_exit"] == 100

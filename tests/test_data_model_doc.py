@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.models import MODEL_FAMILY, MODELS
+from sweeper.families import TASKS, family_of
 from sweeper.results import trajectory_schema, trials_schema
 from sweeper.spec import make_spec
-from sweeper.tasks import TASKS
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "data-model.md").read_text()
 
@@ -18,9 +17,7 @@ def _pairs() -> list[tuple[str, str]]:
     """One (task, model) pair per task: every task with a model that trains on it."""
     pairs = []
     for task in TASKS.ids():
-        family = task.rsplit("-v", 1)[0]
-        model = next(m for m in MODELS.ids() if MODEL_FAMILY[m] == family)
-        pairs.append((task, model))
+        pairs.append((task, family_of(task).model_ids[0]))
     return pairs
 
 

@@ -1,4 +1,4 @@
-"""The hand-written fast paths (sweeper.models.recurrence, the topic bag sums) against autograd.
+"""The hand-written fast paths (sweeper.layers.recurrence, the topic bag sums) against autograd.
 
 Owned by the throughput work (issue 4): each fast formulation must give the gradients of the
 plain one it replaces.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from sweeper.models import recurrence as R
+from sweeper.layers import recurrence as R
 
 F64 = torch.float64
 
@@ -84,7 +84,8 @@ def test_fast_tanh_is_tanh():
 
 # -- kq-attention: bag sums against the softmax over positions ---------------------------------
 def _kq_model(classifier, classes=3, seeds=(0, 1)):
-    from sweeper.models.kq_attention import KQAttention, KQConfig
+    from sweeper.families.topic.config import KQConfig
+    from sweeper.families.topic.model import KQAttention
 
     model = KQAttention(KQConfig(classifier=classifier, embedding_std=0.5), words=15,
                         classes=classes, seeds=list(seeds), dtype=F64)
@@ -95,7 +96,7 @@ def _kq_model(classifier, classes=3, seeds=(0, 1)):
 
 @pytest.mark.parametrize("classifier,classes", [("fc", 3), ("tc", 3), ("tl", 3), ("tc", 12)])
 def test_bag_forward_gives_the_positions_forward_and_its_gradients(classifier, classes):
-    from sweeper.models.kq_attention import Bags
+    from sweeper.families.topic.model import Bags
 
     model = _kq_model(classifier, classes)
     words = torch.randint(15, (2, 7, 6), generator=torch.Generator().manual_seed(4))
@@ -130,7 +131,7 @@ def test_bag_forward_falls_back_when_a_sentence_denominator_underflows():
 
 
 def test_word_table_passes_gradcheck():
-    from sweeper.models.kq_attention import _WordTable
+    from sweeper.families.topic.model import _WordTable
 
     gen = torch.Generator().manual_seed(6)
     embed, keys = _rand(2, 7, 4, gen=gen), _rand(2, 7, 4, gen=gen)

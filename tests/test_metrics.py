@@ -10,10 +10,10 @@ import torch
 from sweep_helpers import derive_outcomes
 
 from sweeper import metrics as M
-from sweeper.experiments.copy import CopyExperiment
-from sweeper.models.seq2seq import Seq2Seq
+from sweeper.families import families
+from sweeper.families.copy.experiment import CopyExperiment
+from sweeper.families.copy.model import Seq2Seq
 from sweeper.spec import make_spec
-from sweeper.trajectory import METRICS
 
 F64 = torch.float64
 
@@ -214,15 +214,15 @@ def test_uniform_attention_model_has_mass_one_over_l_plus_one():
 def test_copy_evaluation_reports_every_declared_metric_with_its_shape():
     experiment = _experiment(heads=2, width=8)
     m = experiment.evaluate()
-    assert set(m) == {metric.name for metric in METRICS["copy"]}
-    for metric in METRICS["copy"]:
+    assert set(m) == {metric.name for metric in families()["copy"].metrics}
+    for metric in families()["copy"].metrics:
         assert m[metric.name].shape == ((1, 2) if metric.per_item else (1,)), metric.name
 
 
 # -- outcomes ----------------------------------------------------------------------------------
 def _columns(family: str, steps: list[int], **given) -> dict[str, list]:
     columns = {"step": steps}
-    for metric in METRICS[family]:
+    for metric in families()[family].metrics:
         columns[metric.name] = given.get(metric.name, [[0.0]] * len(steps) if metric.per_item
                                          else [0.0] * len(steps))
     return columns

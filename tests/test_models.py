@@ -8,8 +8,11 @@ import pytest
 import torch
 from torch import nn
 
-from sweeper.models.kq_attention import KQAttention, KQConfig
-from sweeper.models.seq2seq import Seq2Seq, Seq2SeqConfig, lookup
+from sweeper.families.copy.config import Seq2SeqConfig
+from sweeper.families.copy.model import Seq2Seq
+from sweeper.families.topic.config import KQConfig
+from sweeper.families.topic.model import KQAttention
+from sweeper.layers.packed import lookup
 
 F64 = torch.float64
 

@@ -121,9 +121,9 @@ def _never_target_mass_and_saturation(cooccurrence: float, output_bias: str, ste
     """At h = 1 (tokens 0..L-1 only): the softmax mass on content classes that are never
     targets, and the share of the readout's tanh units with |u| > 0.95, after `steps` Adam
     steps, over 4 packed seeds (L = 8, d = 32, the audit's scale)."""
-    from sweeper.experiments import make_experiment
-    from sweeper.models.seq2seq import linear
+    from sweeper.layers.packed import linear
     from sweeper.optim import PackedOptimizer
+    from sweeper.train import make_experiment
 
     specs = [make_spec("copy-v1", "seq2seq", {"length": 8, "cooccurrence": cooccurrence,
                                               "hardness": 1.0},

@@ -7,16 +7,14 @@ import json
 import pytest
 
 from sweeper.errors import SweeperInputError
-from sweeper.models import MODEL_FAMILY, MODELS
+from sweeper.families import MODELS, TASKS, family_of
 from sweeper.registry import Param
 from sweeper.results import CONFIG_SCHEMA_VERSION
 from sweeper.spec import TRAIN_PARAMS, make_spec, spec_from_config
-from sweeper.tasks import TASKS
 
 
 def _model_for(task_id: str) -> str:
-    family = task_id.rsplit("-v", 1)[0]
-    return next(m for m, f in sorted(MODEL_FAMILY.items()) if f == family)
+    return family_of(task_id).model_ids[0]
 
 
 def _alternatives(p: Param, current) -> list:
@@ -86,12 +84,15 @@ def test_trial_id_is_a_pinned_hash_of_the_canonical_json():
 
 
 def test_a_new_metric_or_table_version_leaves_trial_ids_alone(monkeypatch):
-    from sweeper import trajectory
+    import dataclasses
+
+    from sweeper.families import FAMILIES
     from sweeper.results import Metric, schema
 
     before = make_spec("copy-v1", "seq2seq", seed=4).trial_id
-    monkeypatch.setitem(trajectory.METRICS, "copy",
-                        (*trajectory.METRICS["copy"], Metric("new_metric")))
+    copy = FAMILIES["copy"]
+    monkeypatch.setitem(FAMILIES, "copy", dataclasses.replace(
+        copy, metrics=(*copy.metrics, Metric("new_metric"))))
     monkeypatch.setattr(schema, "TABLE_SCHEMA_VERSION", schema.TABLE_SCHEMA_VERSION + 1)
     assert make_spec("copy-v1", "seq2seq", seed=4).trial_id == before
 

@@ -1,8 +1,8 @@
-"""Contract tests over every registered task, then the statistics of each task's distribution.
+"""The statistics of the built-in tasks' distributions (copy-v1, topic-v1).
 
-Every registered task id gets the contract tests through a small-shape sampler for its family;
-registering a task of a new family fails `test_every_registered_task_family_has_a_sampler` until
-a sampler is added here.
+What every family must do (determinism, seeds, packing, storing) is the contract suite's,
+`tests/test_families.py`; this file checks that each built-in task draws the distribution its
+paper describes.
 """
 
 from __future__ import annotations
@@ -12,91 +12,13 @@ import math
 import pytest
 import torch
 
-from sweeper.tasks import TASKS, make_task
-from sweeper.tasks.copy_data import CopySampler
-from sweeper.tasks.topic_data import generate
+from sweeper.families import TASKS
+from sweeper.families.copy.data import CopySampler
+from sweeper.families.topic.data import generate
 
 
-# -- small-shape samplers per family: (task id, seed) -> list of named integer tensors ---------
-def _copy_draws(task_id: str, seed: int) -> dict[str, torch.Tensor]:
-    task = make_task(task_id, length=5, cooccurrence=0.6, hardness=0.5, mapping="permutation")
-    sampler = CopySampler([task], [seed])
-    out = {}
-    for i in range(2):
-        b = sampler.sample(16)
-        out.update({f"train{i}.src": b.src, f"train{i}.tgt": b.tgt,
-                    f"train{i}.dec_in": b.dec_in, f"train{i}.block": b.is_block.long()})
-    for component in (None, "block", "open"):
-        b = sampler.sample(16, eval=True, component=component)
-        out.update({f"eval.{component}.src": b.src, f"eval.{component}.tgt": b.tgt})
-    return out
-
-
-def _copy_ranges(task_id: str) -> dict[str, tuple[int, int]]:
-    task = make_task(task_id, length=5, cooccurrence=0.6)
-    return {"src": (0, task.eos), "tgt": (0, task.eos), "dec_in": (0, task.sos),
-            "block": (0, 1)}
-
-
-def _topic_draws(task_id: str, seed: int) -> dict[str, torch.Tensor]:
-    task = make_task(task_id, vocab=40, samples=60, distractors=5, cooccurrence=0.7)
-    data = generate(task, seed)
-    return {"words": data.words, "labels": data.labels}
-
-
-def _topic_ranges(task_id: str) -> dict[str, tuple[int, int]]:
-    task = make_task(task_id, vocab=40, samples=60, distractors=5, cooccurrence=0.7)
-    return {"words": (0, task.words - 1), "labels": (0, task.classes - 1)}
-
-
-SAMPLERS = {"copy": (_copy_draws, _copy_ranges), "topic": (_topic_draws, _topic_ranges)}
-
-
-def _family(task_id: str) -> str:
-    return TASKS.make(task_id).family
-
-
-def test_every_registered_task_family_has_a_sampler():
-    for task_id in TASKS.ids():
-        assert _family(task_id) in SAMPLERS, f"add a small-shape sampler for {task_id}"
-
-
-@pytest.mark.parametrize("task_id", TASKS.ids())
-def test_same_seed_gives_the_same_batches(task_id):
-    draw = SAMPLERS[_family(task_id)][0]
-    a, b = draw(task_id, 7), draw(task_id, 7)
-    assert a.keys() == b.keys()
-    for name in a:
-        assert torch.equal(a[name], b[name]), name
-
-
-@pytest.mark.parametrize("task_id", TASKS.ids())
-def test_different_seeds_give_different_batches(task_id):
-    draw = SAMPLERS[_family(task_id)][0]
-    a, b = draw(task_id, 7), draw(task_id, 8)
-    for name in a:
-        if a[name].dtype == torch.long and a[name].numel() > 16 and a[name].unique().numel() > 2:
-            assert not torch.equal(a[name], b[name]), name
-
-
-@pytest.mark.parametrize("task_id", TASKS.ids())
-def test_sampling_leaves_the_global_rng_alone(task_id):
-    draw = SAMPLERS[_family(task_id)][0]
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    draw(task_id, 0)
-    assert torch.equal(torch.rand(3), expected)
-
-
-@pytest.mark.parametrize("task_id", TASKS.ids())
-def test_tokens_are_in_range(task_id):
-    draw, ranges = SAMPLERS[_family(task_id)]
-    bounds = ranges(task_id)
-    for name, value in draw(task_id, 3).items():
-        low, high = bounds[name.rsplit(".", 1)[-1]]
-        assert value.dtype == torch.long, name
-        assert int(value.min()) >= low and int(value.max()) <= high, name
+def make_task(id: str, **params):
+    return TASKS.make(id, **params)
 
 
 # -- copy-v1 -----------------------------------------------------------------------------------

@@ -9,11 +9,10 @@ import torch
 from sweep_helpers import derive_outcomes
 
 from sweeper.errors import SweeperError
-from sweeper.experiments import make_experiment
+from sweeper.families import families
 from sweeper.optim import PackedOptimizer
 from sweeper.spec import make_spec
-from sweeper.train import train, train_pack
-from sweeper.trajectory import METRICS
+from sweeper.train import make_experiment, train, train_pack
 
 F64 = torch.float64
 TOL = 1e-9
@@ -190,8 +189,8 @@ def test_copy_trajectory_has_every_metric_at_every_eval_step_and_the_last():
     result = train(spec, report=lambda step, rows: calls.append((step, rows)))
     traj = result.trajectory
     assert traj["step"] == [0, 4, 8, 10]
-    assert set(traj) == {"step"} | {m.name for m in METRICS["copy"]}
-    for m in METRICS["copy"]:
+    assert set(traj) == {"step"} | {m.name for m in families()["copy"].metrics}
+    for m in families()["copy"].metrics:
         assert len(traj[m.name]) == 4
         if m.per_item:
             assert all(len(v) == 3 for v in traj[m.name]), m.name
@@ -210,7 +209,7 @@ def test_topic_trajectory_has_per_word_lists_and_outcomes_with_the_class_count()
     result = train(spec)
     traj = result.trajectory
     assert traj["step"] == [0, 3, 6]
-    assert set(traj) == {"step"} | {m.name for m in METRICS["topic"]}
+    assert set(traj) == {"step"} | {m.name for m in families()["topic"].metrics}
     assert all(len(v) == 6 for v in traj["topic_score"])  # C * T topic words
     assert traj["loss"][0] == pytest.approx(math.log(3), abs=1e-3)  # tiny init: uniform output
     assert result.outcomes == derive_outcomes("topic", traj, classes=3)

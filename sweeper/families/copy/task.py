@@ -18,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweeper.errors import ParameterError
-from sweeper.registry import Param
-from sweeper.tasks import TASKS
+from sweeper.registry import Entry, Param
 
 COMPONENTS = ("block", "open")
 
@@ -32,8 +31,6 @@ class CopyTask:
     hardness: float
     mapping: str  # "identity" or "permutation"
     repeat: bool  # sample tokens with repetition
-
-    family = "copy"
 
     @property
     def lift(self) -> float:
@@ -78,7 +75,7 @@ def make_copy(length: int, cooccurrence: float, hardness: float, vocab: int | No
     return CopyTask(length, n, max(0.0, (n - length) / length), hardness, mapping, repeat)
 
 
-def _canonical(params: dict) -> dict:
+def canonical(params: dict) -> dict:
     """vocab and cooccurrence as the effective pair: N = vocab if given, else
     L + round(c L), and c = (N - L) / L (0 when N < L, with repeat). The same task given
     either way then has the same config, columns and trial id."""
@@ -86,7 +83,7 @@ def _canonical(params: dict) -> dict:
     return {**params, "vocab": task.content_tokens, "cooccurrence": task.cooccurrence}
 
 
-def _check(params: dict, where: str) -> None:
+def check(params: dict, where: str) -> None:
     prefix = f"{where}." if where else ""
     vocab, length = params["vocab"], params["length"]
     if vocab is not None and vocab < length and not params["repeat"]:
@@ -94,22 +91,19 @@ def _check(params: dict, where: str) -> None:
                              "unless repeat is true")
 
 
-TASKS.register(
-    "copy-v1",
-    make_copy,
-    (
-        Param("length", int, 10, "L, content tokens per sequence", low=2, high=512),
-        Param("cooccurrence", float, 0.5, "c: N = L + round(c L); 0 = hard, 0.5 = easy", low=0,
-              high=100),
-        Param("hardness", float, 0.0, "h: share of sequences that permute the fixed block",
-              low=0, high=1),
-        Param("vocab", int, None, "N directly (overrides cooccurrence)", low=1, high=100_000,
-              nullable=True),
-        Param("mapping", str, "identity", "identity (copy) or a fixed random permutation",
-              choices=("identity", "permutation")),
-        Param("repeat", bool, False, "sample tokens with repetition"),
-    ),
-    doc="Copy L tokens through a seq2seq model (Snell et al. 2021).",
-    check=_check,
-    canonical=_canonical,
+PARAMS = (
+    Param("length", int, 10, "L, content tokens per sequence", low=2, high=512,
+          label="sequence length L", symbol="L"),
+    Param("cooccurrence", float, 0.5, "c: N = L + round(c L); 0 = hard, 0.5 = easy", low=0,
+          high=100, label="co-occurrence strength c", symbol="c"),
+    Param("hardness", float, 0.0, "h: share of sequences that permute the fixed block",
+          low=0, high=1, label="hardness h", symbol="h"),
+    Param("vocab", int, None, "N directly (overrides cooccurrence)", low=1, high=100_000,
+          nullable=True, label="vocabulary N", symbol="N"),
+    Param("mapping", str, "identity", "identity (copy) or a fixed random permutation",
+          choices=("identity", "permutation")),
+    Param("repeat", bool, False, "sample tokens with repetition"),
 )
+TASK = Entry("copy-v1", make_copy, PARAMS,
+             doc="Copy L tokens through a seq2seq model (Snell et al. 2021).",
+             check=check, canonical=canonical)

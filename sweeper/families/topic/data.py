@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from sweeper.families.topic.task import TopicTask
 from sweeper.seeding import generator
-from sweeper.tasks.topic import TopicTask
 
 
 @dataclass

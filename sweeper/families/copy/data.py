@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from sweeper.families.copy.task import COMPONENTS, CopyTask
 from sweeper.seeding import generator
-from sweeper.tasks.copy import CopyTask
 
 
 @dataclass
@@ -26,6 +26,8 @@ class CopySampler:
     (EOS = N_k, SOS = N_k + 1) and draws exactly the noise it would draw alone; the pack's
     tensors are padded to V = max N_k + 2 symbols (`symbols`), ids above a model's own unused.
     """
+
+    components = COMPONENTS  # what sample(component=...) takes; each gets its own metrics
 
     def __init__(self, tasks: list[CopyTask], seeds: list[int], device: str = "cpu"):
         if len({t.shape() for t in tasks}) != 1:

@@ -23,7 +23,7 @@ Where the computation differs from the formulas above, for speed (docs/performan
 same values up to rounding:
 - the input projection is applied to the V-row embedding table, not to the B S looked-up rows
   (`_embed_recur`);
-- the recurrence is sweeper.models.recurrence: a TorchScript loop with a hand-written backward;
+- the recurrence is sweeper.layers.recurrence: a TorchScript loop with a hand-written backward;
 - the heads are laid out next to the decoder steps so that all heads' scores are one bmm
   (`attend`), and the mean over heads is folded into W_v;
 - tanh is 2 sigmoid(2x) - 1, with the factor 2 folded into the small weights (`readout`).
@@ -38,9 +38,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sweeper.models import init as I
-from sweeper.models import recurrence as R
-from sweeper.models.configs import Seq2SeqConfig
+from sweeper.families.copy.config import Seq2SeqConfig
+from sweeper.layers import init as I
+from sweeper.layers import recurrence as R
+from sweeper.layers.packed import linear
 from sweeper.seeding import generator
 
 
@@ -50,23 +51,6 @@ class Seq2SeqOutput:
     attn: torch.Tensor  # [K, H, B, T, S]
     dec_states: torch.Tensor  # [K, B, T, d]
     enc_states: torch.Tensor  # [K, B, S, d]
-
-
-def lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    """Per-model embedding lookup: table [K, V, d], idx [K, ...] -> [K, ..., d]."""
-    K, V, d = table.shape
-    offsets = (torch.arange(K, device=idx.device) * V).view(K, *([1] * (idx.dim() - 1)))
-    return F.embedding(idx + offsets, table.reshape(K * V, d))
-
-
-def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Per-model x @ w: x [K, ..., i], w [K, i, o] -> [K, ..., o], as one bmm.
-
-    (A broadcasting matmul over the extra dims would expand w per row and make the backward
-    pass reduce over that copy: many times slower.)
-    """
-    K, i = x.shape[0], x.shape[-1]
-    return torch.bmm(x.reshape(K, -1, i), w).view(*x.shape[:-1], w.shape[-1])
 
 
 NEVER_TARGET = 1e-4  # the frequency a class that is never a target starts at
@@ -175,7 +159,7 @@ class Seq2Seq(nn.Module):
              state: tuple | None) -> tuple:
         """The recurrence; the input of step t, model k, sequence b is table[rows[t, k, b]].
 
-        Returns states [K, B, S, d] and the final state. sweeper.models.recurrence holds the
+        Returns states [K, B, S, d] and the final state. sweeper.layers.recurrence holds the
         loop and its hand-written backward (time-major inside).
         """
         _, K, B = rows.shape

@@ -34,9 +34,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sweeper.models import init as I
-from sweeper.models.configs import KQConfig
-from sweeper.models.seq2seq import lookup
+from sweeper.families.topic.config import KQConfig
+from sweeper.layers import init as I
+from sweeper.layers.packed import lookup
 from sweeper.seeding import generator
 
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import torch
 
 from sweeper import metrics as M
-from sweeper.models.kq_attention import Bags, KQAttention
+from sweeper.families.topic.data import TopicData, generate
+from sweeper.families.topic.model import Bags, KQAttention
 from sweeper.seeding import generator
 from sweeper.spec import TrialSpec
-from sweeper.tasks.topic_data import TopicData, generate
 
 
 def _stack(parts: list[TopicData]) -> TopicData:
@@ -35,7 +35,7 @@ class TopicExperiment:
         self.test = _stack([d.part(train + val, self.task.samples) for d in data])
         self.batch_size = specs[0].train["batch_size"]
         self.gens = [generator(s, "data", device) for s in seeds]
-        # The fixed splits as bags of words, built once (sweeper.models.kq_attention.Bags).
+        # The fixed splits as bags of words, built once (sweeper.families.topic.model.Bags).
         words = self.task.words
         self.train_bags, self.val_bags, self.test_bags = (
             Bags(part.words, words) for part in (self.train, self.val, self.test))

@@ -15,19 +15,24 @@ from __future__ import annotations
 import torch
 
 from sweeper import metrics as M
-from sweeper.models.seq2seq import Seq2Seq
+from sweeper.families.copy.data import CopySampler
+from sweeper.families.copy.model import Seq2Seq
 from sweeper.spec import TrialSpec
-from sweeper.tasks.copy import COMPONENTS
-from sweeper.tasks.copy_data import CopySampler
 
 PROBE_CHUNK = 1 << 20  # elements of the [K, b, T, S, d] probe tensor computed at once
 
 
 class CopyExperiment:
+    """The copy experiment. `Sampler` draws the batches: a family that only changes the data
+    (a new distribution for seq2seq) subclasses this with its own sampler, which provides
+    `sample`, `target_frequencies` and `components` as `CopySampler` does."""
+
+    Sampler = CopySampler
+
     def __init__(self, specs: list[TrialSpec], dtype: torch.dtype, device: str):
         seeds = [s.seed for s in specs]
         tasks = [s.make_task() for s in specs]
-        self.sampler = CopySampler(tasks, seeds, device)
+        self.sampler = self.Sampler(tasks, seeds, device)
         self.model = Seq2Seq(specs[0].make_model_config(), [t.symbols for t in tasks], seeds,
                              dtype, device, self.sampler.target_frequencies())
         self.batch_size = specs[0].train["batch_size"]
@@ -55,7 +60,7 @@ class CopyExperiment:
             "ktiw_acc": self._probe_accuracy(out, batch.tgt),
             "uniform_acc": M.mean_keep(M.token_hits(uniform.logits, batch.tgt)),
         }
-        for component in COMPONENTS:
+        for component in self.sampler.components:
             part = self.sampler.sample(self.eval_size, eval=True, component=component)
             out = self.model(part.src, part.dec_in)
             result[f"loss_{component}"] = M.mean_keep(M.token_nll(out.logits, part.tgt))

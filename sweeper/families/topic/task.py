@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sweeper.errors import ParameterError
-from sweeper.registry import Param
-from sweeper.tasks import TASKS
+from sweeper.registry import Entry, Param
 
 
 @dataclass(frozen=True)
@@ -27,8 +26,6 @@ class TopicTask:
     vocab: int  # non-topic words
     samples: int
     cooccurrence: float  # rho
-
-    family = "topic"
 
     @property
     def n_topic(self) -> int:
@@ -52,7 +49,7 @@ class TopicTask:
         return {}
 
 
-def _check(params: dict, where: str) -> None:
+def check(params: dict, where: str) -> None:
     prefix = f"{where}." if where else ""
     if params["cooccurrence"] < 1 and params["classes"] < 2:
         raise ParameterError(f"{prefix}cooccurrence: got {params['cooccurrence']}; allowed: 1 "
@@ -61,18 +58,18 @@ def _check(params: dict, where: str) -> None:
         raise ParameterError(f"{prefix}samples: got {params['samples']}; allowed: >= 2")
 
 
-TASKS.register(
-    "topic-v1",
-    TopicTask,
-    (
-        Param("classes", int, 4, "C", low=1, high=1000),
-        Param("topic_words", int, 2, "topic words per class", low=1, high=1000),
-        Param("distractors", int, 20, "m, non-topic words per sentence", low=0, high=10_000),
-        Param("vocab", int, 5000, "non-topic vocabulary size", low=1, high=10_000_000),
-        Param("samples", int, 5000, "sentences generated per trial", low=2, high=10_000_000),
-        Param("cooccurrence", float, 1.0, "rho: P(topic word is of the sentence's class)",
-              low=0, high=1),
-    ),
-    doc="Classify sentences by their topic word (Lu et al. 2021).",
-    check=_check,
+PARAMS = (
+    Param("classes", int, 4, "C", low=1, high=1000, label="classes C", symbol="C"),
+    Param("topic_words", int, 2, "topic words per class", low=1, high=1000,
+          label="topic words per class"),
+    Param("distractors", int, 20, "m, non-topic words per sentence", low=0, high=10_000,
+          label="distractors m", symbol="m"),
+    Param("vocab", int, 5000, "non-topic vocabulary size", low=1, high=10_000_000,
+          label="vocabulary N", symbol="N"),
+    Param("samples", int, 5000, "sentences generated per trial", low=2, high=10_000_000,
+          label="sentences"),
+    Param("cooccurrence", float, 1.0, "rho: P(topic word is of the sentence's class)",
+          low=0, high=1, label="co-occurrence strength c", symbol="c"),
 )
+TASK = Entry("topic-v1", TopicTask, PARAMS,
+             doc="Classify sentences by their topic word (Lu et al. 2021).", check=check)

@@ -1,0 +1,41 @@
+"""The topic family (Lu, Mao, Nayak, ICLR 2021): attention learning to find a topic word.
+
+The whole declaration: the task `topic-v1` (task.py, sampled once per trial by data.py), the
+model `kq-attention` (config.py; the module is model.py), the experiment that trains them
+(experiment.py: full-batch SGD by default, as the paper), what a trajectory logs (the topic
+word's score and the conserved quantity of the paper's identity, per topic word), and the
+outcome its phase diagrams draw (token accuracy `learned`; `plateau_exit` beside it).
+"""
+
+from __future__ import annotations
+
+from sweeper.families import Family
+from sweeper.families.topic import config, task
+from sweeper.results.schema import Metric
+
+METRICS = (
+    Metric("loss", lower_is_better=True), Metric("accuracy"), Metric("val_accuracy"),
+    Metric("topic_attention"), Metric("topic_score", per_item=True),
+    Metric("topic_qv", per_item=True), Metric("identity_lhs", per_item=True),
+    Metric("identity_rhs", per_item=True), Metric("identity_residual", lower_is_better=True),
+    Metric("topic_score_mean"), Metric("distractor_score_max", lower_is_better=True),
+    Metric("distractor_norm_max", lower_is_better=True),
+)
+
+FAMILY = Family(
+    name="topic",
+    doc=__doc__.splitlines()[0],
+    tasks=(task.TASK,),
+    models=(config.MODEL,),
+    experiment="sweeper.families.topic.experiment:TopicExperiment",
+    metrics=METRICS,
+    phase_outcome="learned",
+    train_defaults={"optimizer": "sgd", "lr": 0.1, "batch_size": None, "steps": 5000,
+                    "eval_every": 50},
+    full_batch=True,
+    summary_columns=("loss", "accuracy", "topic_attention", "topic_score_mean",
+                     "identity_residual"),
+    figures=("identity",),
+    small={"task": {"classes": 3, "vocab": 40, "samples": 200, "distractors": 5},
+           "model": {"dim": 4, "classifier": "tl"}, "train": {"steps": 6, "eval_every": 3}},
+)
