@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sweeper.results.errors import ResultsInputError
+from sweeper.results.errors import ResultsInputError, closed_pipe_exit
 from sweeper.results.outcomes import Thresholds
 
 from .errors import AnalysisInputError
@@ -86,9 +86,11 @@ def _add_query(subparsers) -> None:
     p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
     p.add_argument("--where", help="e.g. 'model.heads == 1 and task.hardness > 0.5'")
     p.add_argument("--columns", help="comma-separated, e.g. seed,learned,steps_to_learn")
-    p.add_argument("--table", choices=("trials", "trajectories"), default="trials")
+    p.add_argument("--table", choices=("trials", "trajectories"), default="trials",
+                   help="one row per trial (default) or per logged step")
     p.add_argument("--sql", help='e.g. "SELECT * FROM trials JOIN trajectories USING (trial_id)"')
-    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="table (default), or csv / json for scripts")
     p.add_argument("--limit", type=int, help="print at most this many rows")
     p.set_defaults(func=run_query, analysis_command="query")
 
@@ -193,7 +195,8 @@ def _add_report(subparsers) -> None:
         description="Manifest, counts, phase diagrams, trajectory plots and the cells table "
                     "in one HTML file with its figures embedded (readable offline).")
     _add_phase_options(p, axes_required=False)
-    p.add_argument("-o", "--output", default="report.html")
+    p.add_argument("-o", "--output", default="report.html",
+                   help="the HTML file to write (default report.html)")
     p.set_defaults(func=run_report, analysis_command="report")
 
 
@@ -204,10 +207,19 @@ def register(subparsers) -> None:
     _add_report(subparsers)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m analysis`: the three subcommands on their own."""
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m analysis",
                                      description="Query sweeps and draw their phase diagrams.")
     register(parser.add_subparsers(dest="subcommand", required=True))
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m analysis`: the three subcommands on their own."""
+    args = build_parser().parse_args(argv)
+    try:
+        status = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return status
+    except BrokenPipeError:
+        return closed_pipe_exit()

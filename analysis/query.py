@@ -122,7 +122,14 @@ def query_frame(results: str | os.PathLike, sweep: str | Sequence[str] | None = 
     """
     if table not in ("trials", "trajectories"):
         raise AnalysisInputError(f"unknown table {table!r}; allowed: trials, trajectories")
+    asked = None
+    if columns is not None:
+        asked, columns = _with_context(results, sweep, columns, table, filesystem)
     res = load(results, sweep, where=where, columns=columns, filesystem=filesystem)
+    whole = res if where is None else load(results, sweep, columns=[
+        c for c in res.trial_columns if c.startswith(CONFIG_GROUPS)], filesystem=filesystem)
+    varying = set(_swept(whole.trials))
+    swept = [c for c in res.trials.columns if c in varying]  # in the store's column order
     if table == "trials":
         if res.filters_trajectories:
             raise AnalysisInputError(
@@ -131,10 +138,67 @@ def query_frame(results: str | os.PathLike, sweep: str | Sequence[str] | None = 
         if wanted_traj:
             raise AnalysisInputError(
                 f"{', '.join(wanted_traj)}: trajectories columns; query table 'trajectories'")
-        frame = res.trials
+        frame = _in_context(res.trials, swept, asked)
     else:
-        frame = _trajectories_with(res, columns)
+        frame = _in_context(_trajectories_with(res, columns), swept, asked, ["step"])
     return frame.head(limit) if limit is not None else frame
+
+
+CONFIG_GROUPS = ("task.", "model.", "train.")
+
+
+def _with_context(results, sweep, columns: Sequence[str], table: str,
+                  filesystem) -> tuple[list[str], list[str]]:
+    """The wanted columns with unprefixed names resolved (`heads` -> `model.heads`), and what
+    to read: those, the seed and every config column, so that the swept ones can be shown
+    (`_in_context` drops the rest)."""
+    sweeps = open_sweeps(results, sweep, filesystem)
+    names = [n for s in sweeps for n in file_schema(s, s.files["trials"]).names]
+    if table == "trajectories":
+        names += [n for s in sweeps if s.files["trajectories"]
+                  for n in file_schema(s, s.files["trajectories"]).names]
+    available = list(dict.fromkeys(names))
+    resolved = [_resolve(c, available, table) for c in columns]
+    config = [c for c in available if c.startswith(CONFIG_GROUPS) and c not in resolved]
+    return resolved, list(dict.fromkeys([*resolved, "seed", *config]))
+
+
+def _resolve(name: str, available: Sequence[str], table: str) -> str:
+    if name in available:
+        return name
+    matches = [c for c in available if c.split(".")[-1] == name
+               or c in (f"final_{name}", f"best_{name}")]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        every_step = (" (or query table 'trajectories' for every logged step)"
+                      if table == "trials" else "")
+        raise AnalysisInputError(f"--columns {name}: ambiguous; allowed: one of "
+                                 f"{', '.join(matches)}{every_step}")
+    return name  # load() names it unknown, with the columns available
+
+
+def _swept(trials: pd.DataFrame) -> list[str]:
+    """The sweep's axes as stored: config columns with more than one value in the sweep."""
+    return [c for c in trials.columns if c.startswith(CONFIG_GROUPS)
+            and trials[c].astype(str).nunique(dropna=False) > 1]
+
+
+def _in_context(frame: pd.DataFrame, swept: Sequence[str], asked: Sequence[str] | None,
+                then: Sequence[str] = ()) -> pd.DataFrame:
+    """Rows sorted by the swept config columns (`_swept`) and the seed;
+    when columns were chosen, those columns after the swept ones, the seed and the trial id,
+    which always come along so that a row still says which cell and trial it belongs to."""
+    swept = [c for c in swept if c in frame.columns]
+    order = [c for c in ["sweep", *swept, "seed", *then] if c in frame.columns]
+    if order and len(frame):
+        frame = frame.sort_values(order, kind="stable", na_position="last",
+                                  ignore_index=True)
+    if asked is None:
+        return frame
+    lead = ["sweep"] if "sweep" in frame.columns and frame["sweep"].nunique() > 1 else []
+    shown = [*lead, *swept, "seed", "trial_id", *then, *asked]
+    return frame[[c for c in dict.fromkeys(shown) if c in frame.columns]]
 
 
 def _trajectories_with(res, columns: Sequence[str] | None) -> pd.DataFrame:

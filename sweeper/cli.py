@@ -15,11 +15,13 @@ from typing import Any
 import yaml
 
 from sweeper.errors import ParameterError
-from sweeper.results.errors import ResultsInputError
+from sweeper.results.errors import ResultsInputError, closed_pipe_exit
 
 
 def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
     """`--set task.cooccurrence=0.5` -> {"task": {"cooccurrence": 0.5}} (values read as YAML)."""
+    from sweeper.search_space import load_yaml_value
+
     out: dict[str, dict[str, Any]] = {"task": {}, "model": {}, "train": {}}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
@@ -31,7 +33,7 @@ def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
             raise ParameterError(f"--set {key}: unknown group {group!r}; allowed: task, model, "
                                  "train")
         try:
-            out[group][name] = yaml.safe_load(raw)
+            out[group][name] = load_yaml_value(raw)
         except yaml.YAMLError as exc:
             raise ParameterError(f"--set {key}: got {raw!r}, not a value ({exc})") from None
     return out
@@ -104,17 +106,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train one trial and store it as Parquet under --out")
-    p.add_argument("--task", required=True)
-    p.add_argument("--model", required=True)
-    p.add_argument("--set", action="append", default=[], metavar="GROUP.NAME=VALUE")
-    p.add_argument("--steps", type=int)
-    p.add_argument("--lr", type=float)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--eval-every", type=int)
-    p.add_argument("--eval-size", type=int)
-    p.add_argument("--optimizer")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--task", required=True, help="a task id, e.g. copy-v1 (see sweeper tasks)")
+    p.add_argument("--model", required=True,
+                   help="a model id that trains on the task, e.g. seq2seq")
+    p.add_argument("--set", action="append", default=[], metavar="GROUP.NAME=VALUE",
+                   help="a task, model or train parameter, e.g. task.length=16 (repeatable)")
+    p.add_argument("--steps", type=int, help="optimiser steps (train.steps)")
+    p.add_argument("--lr", type=float, help="learning rate (train.lr), e.g. 1e-3")
+    p.add_argument("--batch-size", type=int, help="sequences per step (train.batch_size)")
+    p.add_argument("--eval-every", type=int,
+                   help="steps between evaluations (train.eval_every)")
+    p.add_argument("--eval-size", type=int,
+                   help="fresh evaluation sequences (train.eval_size)")
+    p.add_argument("--optimizer", help="adam or sgd (train.optimizer)")
+    p.add_argument("--seed", type=int, default=0, help="the trial's seed (default 0)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     p.add_argument("--out", required=True, help="folder for trials/ and trajectories/")
     p.add_argument("-v", "--verbose", action="store_true", help="print every evaluation")
@@ -139,7 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
+        return status
+    except BrokenPipeError:
+        return closed_pipe_exit()
     except ResultsInputError as exc:  # the root of sweeper's and analysis' input errors
         print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
         return 2

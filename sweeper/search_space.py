@@ -31,6 +31,7 @@ checked before anything runs, and each error names its path in the file and what
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +123,19 @@ class SweepFile:
 
 # -- YAML with duplicate keys caught -------------------------------------------------------
 class _Loader(yaml.SafeLoader):
-    pass
+    """PyYAML's safe loader with numbers as people write them: YAML 1.1 reads `1e-4` and `3E-3`
+    as strings (its floats need a dot); YAML 1.2, and every researcher, reads them as numbers."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def load_yaml_value(text: str) -> Any:
+    """One YAML value read as a sweep file reads it (`--set` values, overrides)."""
+    return yaml.load(text, Loader=_Loader)
 
 
 def _mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:

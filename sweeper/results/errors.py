@@ -15,3 +15,15 @@ def did_you_mean(given: str, allowed: Iterable[str]) -> str:
     """' (did you mean 'x'?)' when a close match exists, else ''."""
     close = difflib.get_close_matches(str(given), list(allowed), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def closed_pipe_exit() -> int:
+    """What a command does when its output pipe closes (`sweeper plan FILE | head -1`): stop
+    quietly, as any Unix tool does on SIGPIPE, with status 128 + SIGPIPE. Standard output is
+    pointed at /dev/null first, so that the interpreter's last flush cannot raise again."""
+    import os
+    import sys
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 141
