@@ -138,7 +138,41 @@ def build_parser() -> argparse.ArgumentParser:
         register_analysis = None
     if register_analysis is not None:
         register_analysis(sub)
+
+    p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
+                       description='Enable with: eval "$(sweeper completion bash)" in ~/.bashrc, '
+                                   "or sweeper completion zsh > ~/.zfunc/_sweeper for zsh.")
+    p.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete for")
+    p.set_defaults(func=cmd_completion)
     return parser
+
+
+# shtab's FILE completer, spelled out so that building the parser does not import shtab
+FILE_COMPLETION = {"bash": "_shtab_compgen_files", "zsh": "_files", "tcsh": "f"}
+FILE_ARGUMENTS = ("file", "sweep", "sweep_dir", "--results", "--out", "-o")
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    """A completion script from the parser itself (shtab): subcommands, flags, choices, and
+    file names where a command takes a path."""
+    import shtab
+
+    parser = build_parser()
+    for action in _all_actions(parser):
+        if action.dest in FILE_ARGUMENTS or set(action.option_strings) & set(FILE_ARGUMENTS):
+            action.complete = FILE_COMPLETION
+    print(shtab.complete(parser, shell=args.shell))
+    return 0
+
+
+def _all_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    actions = []
+    for action in parser._actions:
+        actions.append(action)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                actions += _all_actions(sub)
+    return actions
 
 
 def main(argv: Sequence[str] | None = None) -> int:

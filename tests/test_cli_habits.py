@@ -141,3 +141,30 @@ def test_query_keeps_each_rows_cell_and_sorts_by_axes_then_seed(tmp_path):
                                env=subprocess_env())
     assert ambiguous.returncode == 2
     assert "final_accuracy, best_accuracy" in ambiguous.stderr.strip().splitlines()[-1]
+
+
+def test_bash_completion_completes_commands_flags_and_choices(tmp_path):
+    proc = cli_subprocess(["completion", "bash"])
+    assert proc.returncode == 0, proc.stderr
+    script = tmp_path / "sweeper.bash"
+    script.write_text(proc.stdout)
+
+    def complete(*words: str) -> list[str]:
+        quoted = " ".join(f"'{w}'" for w in words)
+        done = subprocess.run(["bash", "-c", f"source {script}; COMP_WORDS=(sweeper {quoted}); "
+                               f"COMP_CWORD={len(words)}; _shtab_sweeper; "
+                               'printf "%s\\n" "${COMPREPLY[@]}"'],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert complete("ru") == ["run"]
+    assert complete("run", "--exe") == ["--executor"]
+    assert complete("run", "--executor", "") == ["ray", "local"]
+    assert "tasks" in complete("")
+
+
+def test_zsh_completion_is_a_compdef_script():
+    proc = cli_subprocess(["completion", "zsh"])
+    assert proc.returncode == 0 and proc.stdout.startswith("#compdef sweeper")
+    assert "--executor" in proc.stdout and "_files" in proc.stdout
