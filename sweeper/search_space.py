@@ -31,6 +31,7 @@ checked before anything runs, and each error names its path in the file and what
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,28 +153,73 @@ def _mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dic
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
-def _check_duplicate_keys(node: yaml.Node, path: str = "") -> None:
-    if isinstance(node, yaml.MappingNode):
-        seen: set = set()
-        for key_node, value_node in node.value:
-            key = key_node.value
-            where = f"{path}.{key}" if path else str(key)
-            if key in seen:
-                raise SweepFileError(f"{where}: given twice (line {key_node.start_mark.line + 1})"
-                                     "; allowed: each key once")
-            seen.add(key)
-            _check_duplicate_keys(value_node, where)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _check_duplicate_keys(item, f"{path}[{i}]")
+# What a sweep file may be: a few kB in practice; these bounds keep a hostile or broken file
+# (a binary, an alias bomb, 20,000 nested brackets) from hanging or crashing the parser.
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 32
+MAX_VALUES = 100_000  # scalars, lists and mappings, aliases expanded
+
+
+def _check_nodes(root: yaml.Node) -> None:
+    """Duplicate keys, keys that are not plain scalars, depth and expanded size, walking each
+    node once (an alias repeats a node; its expanded size is counted, not walked)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, str, int, bool]] = [(root, "", 0, False)]
+    while stack:
+        node, path, depth, children_done = stack.pop()
+        if depth > MAX_DEPTH:
+            raise SweepFileError(f"{path or 'the file'}: nested deeper than {MAX_DEPTH} levels; "
+                                 "allowed: a sweep file's few levels")
+        if id(node) in sizes:
+            continue
+        if isinstance(node, yaml.ScalarNode):
+            sizes[id(node)] = 1
+            continue
+        children = ([v for _, v in node.value] if isinstance(node, yaml.MappingNode)
+                    else list(node.value))
+        if children_done:
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[id(node)] > MAX_VALUES:
+                raise SweepFileError(f"{path or 'the file'}: expands to more than {MAX_VALUES:,} "
+                                     "values (YAML aliases); allowed: a sweep file's few values")
+            continue
+        stack.append((node, path, depth, True))
+        if isinstance(node, yaml.MappingNode):
+            _check_keys(node, path)
+            for key_node, value_node in node.value:
+                stack.append((value_node, f"{path}.{key_node.value}" if path
+                              else str(key_node.value), depth + 1, False))
+        else:
+            for i, item in enumerate(node.value):
+                stack.append((item, f"{path}[{i}]", depth + 1, False))
+
+
+def _check_keys(node: yaml.MappingNode, path: str) -> None:
+    seen: set[str] = set()
+    for key_node, _ in node.value:
+        line = key_node.start_mark.line + 1
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise SweepFileError(f"{path or 'the file'}: a key that is a list or mapping (line "
+                                 f"{line}); allowed: plain names as keys")
+        key = key_node.value
+        where = f"{path}.{key}" if path else str(key)
+        if key in seen:
+            raise SweepFileError(f"{where}: given twice (line {line}); allowed: each key once")
+        seen.add(key)
 
 
 def parse_yaml(text: str) -> Any:
+    if len(text) > MAX_FILE_BYTES:
+        raise SweepFileError(f"the file: {len(text):,} characters; allowed: up to "
+                             f"{MAX_FILE_BYTES:,}")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         if node is not None:
-            _check_duplicate_keys(node)
+            _check_nodes(node)
         return yaml.load(text, Loader=_Loader)
+    except RecursionError:
+        raise SweepFileError(f"the file: nested deeper than {MAX_DEPTH} levels; allowed: a "
+                             "sweep file's few levels") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -208,10 +254,12 @@ def _int_at(value: Any, path: str, low: int, high: int | None = None) -> int:
     return value
 
 
-def _number_at(value: Any, path: str, low: float, strict: bool = False) -> float:
+def _number_at(value: Any, path: str, low: float, strict: bool = False,
+               high: float | None = None) -> float:
     ok = not isinstance(value, bool) and isinstance(value, int | float)
-    if not ok or value < low or (strict and value == low):
-        raise _fail(path, value, f"a number {'>' if strict else '>='} {low:g}")
+    if not ok or value < low or (strict and value == low) or (high is not None and value > high):
+        bounds = f"a number {'>' if strict else '>='} {low:g}"
+        raise _fail(path, value, bounds + (f" and <= {high:g}" if high is not None else ""))
     return float(value)
 
 
@@ -307,7 +355,8 @@ def _seeds(raw: Any) -> tuple[int, ...]:
 
 def _search(raw: Any, axes: tuple[Axis, ...], family: Family) -> Search:
     raw = {"type": "grid"} if raw is None else raw
-    if not isinstance(raw, dict) or raw.get("type") not in SEARCH_KEYS:
+    if not isinstance(raw, dict) or not isinstance(raw.get("type"), str) \
+            or raw.get("type") not in SEARCH_KEYS:
         got = raw.get("type") if isinstance(raw, dict) else raw
         raise _fail("search.type", got, "grid, random or optuna")
     kind = raw["type"]
@@ -363,10 +412,13 @@ def _scheduler(raw: Any, family: Family, steps: int) -> Scheduler | None:
     return Scheduler(metric, mode, grace, factor)
 
 
+MAX_CPUS, MAX_GPUS = 1024, 64  # per pack: beyond any node; what a cluster has is checked at run
+
+
 def _resources(raw: Any) -> dict[str, float]:
     raw = _mapping_at(raw, "resources", ("cpu", "gpu"))
-    cpu = _number_at(raw.get("cpu", 1), "resources.cpu", 0, strict=True)
-    gpu = _number_at(raw.get("gpu", 0), "resources.gpu", 0)
+    cpu = _number_at(raw.get("cpu", 1), "resources.cpu", 0, strict=True, high=MAX_CPUS)
+    gpu = _number_at(raw.get("gpu", 0), "resources.gpu", 0, high=MAX_GPUS)
     return {"cpu": cpu, "gpu": gpu}
 
 
@@ -378,10 +430,17 @@ def load_sweep(path: str) -> SweepFile:
 
         return parse_sweep(sys.stdin.read())
     try:
-        with open(path) as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise SweepFileError(f"{path}: cannot read ({exc.strerror})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise SweepFileError(f"{path}: larger than {MAX_FILE_BYTES:,} bytes; allowed: a sweep "
+                             "file (a few kB of YAML)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SweepFileError(f"{path}: not UTF-8 text; allowed: a YAML sweep file") from None
     return parse_sweep(text)
 
 
@@ -391,6 +450,9 @@ def parse_sweep(text: str) -> SweepFile:
     for key in ("name", "task", "model"):
         if key not in raw:
             raise _fail(key, None, f"a {key} (required)")
+    for key in ("task", "model"):
+        if not isinstance(raw[key], str):
+            raise _fail(key, raw[key], f"a {key} id (see sweeper tasks)")
     try:
         name = check_sweep_name(raw["name"], "name")
         task, model = TASKS.get(raw["task"]).id, MODELS.get(raw["model"]).id
@@ -415,8 +477,7 @@ def parse_sweep(text: str) -> SweepFile:
     seeds = _seeds(raw.get("seeds"))
     search = _search(raw.get("search"), axes, family)
     device = raw.get("device", "cpu")
-    if not isinstance(device, str) or not (device in ("cpu", "cuda")
-                                           or device.startswith("cuda:")):
+    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:[0-9]+)?", device):
         raise _fail("device", device, "cpu, cuda or cuda:N")
     try:
         probe = make_spec(task, model, fixed["task"], fixed["model"], fixed["train"], 0, device)
@@ -429,7 +490,26 @@ def parse_sweep(text: str) -> SweepFile:
     results = raw.get("results")
     if results is not None and (not isinstance(results, str) or not results):
         raise _fail("results", results, "a path or a URI such as s3://bucket/prefix")
+    _check_trial_count(axes, seeds, search)
     sweep = SweepFile(name, task, model, fixed, axes, seeds, search, scheduler,
                       _resources(raw.get("resources")), pack_size, retries, device, results,
                       text)
     return sweep
+
+
+# Planning costs ~0.2 ms per trial on one core: 100,000 trials plan in ~20 s. A larger study is
+# several sweep files (or an adaptive search, whose budget is its trials).
+MAX_TRIALS = 100_000
+
+
+def _check_trial_count(axes: tuple[Axis, ...], seeds: tuple[int, ...], search: Search) -> None:
+    """Refuse a sweep too large to plan, from the axes' sizes: nothing is expanded first."""
+    if search.type == "grid":
+        cells = math.prod(len(a.values) for a in axes)
+        how = " x ".join(f"{len(a.values)} ({a.path})" for a in axes) or "1 cell"
+    else:
+        cells, how = search.trials, f"{search.trials} search.trials"
+    total = cells * len(seeds)
+    if total > MAX_TRIALS:
+        raise SweepFileError(f"axes: {how} x {len(seeds)} seeds = {total:,} trials; allowed: up "
+                             f"to {MAX_TRIALS:,} per sweep file (split it into several sweeps)")

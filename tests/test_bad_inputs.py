@@ -1,0 +1,158 @@
+"""Malformed sweep files, generated: each is one line naming the field and what is allowed,
+exit status 2, nothing written, quickly. No file may hang, crash or start anything.
+
+The set is built from the smallest valid sweep (`TINY`) by breaking one thing at a time: every
+key misspelt, every value of the wrong type or out of range, plus the hostile files a parser
+meets (binary, alias bombs, deep nesting, sweeps too large to plan).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sweep_helpers import TINY, cli
+
+WRONG_VALUES = ("abc", [1, 2], {"x": 1}, -7, 1e300)
+TIME_LIMIT_S = 10.0
+
+
+def _set(data: dict, path: tuple[str, ...], value: Any) -> dict:
+    out = copy.deepcopy(data)
+    node = out
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+    return out
+
+
+def _rename(data: dict, path: tuple[str, ...]) -> dict:
+    out = copy.deepcopy(data)
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1] + "x"] = node.pop(path[-1])
+    return out
+
+
+def _leaves(data: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    paths = []
+    for key, value in data.items():
+        path = (*prefix, key)
+        paths.append(path)
+        if isinstance(value, dict) and key != "grid":
+            paths += _leaves(value, path)
+    return paths
+
+
+BASE = {**TINY, "search": {"type": "grid"}}
+VALID = {(("seeds",), 1), (("name",), 0),  # a list of seeds, and "abc" as a name, are fine
+         (("axes", "task", "cooccurrence", "grid"), 1)}  # so is the grid [1, 2]
+VALUE_PATHS = [p for p in _leaves(BASE) if p[-1] not in ("fixed", "axes", "search", "task",
+                                                           "model", "train", "budget",
+                                                           "resources", "cooccurrence")]
+
+
+def _cases() -> list[tuple[str, str]]:
+    cases = []
+    for path in _leaves(BASE):
+        if path[0] not in ("axes",) or len(path) < 3:
+            cases.append((f"misspelt:{'.'.join(path)}", yaml.safe_dump(_rename(BASE, path))))
+    for path in VALUE_PATHS:
+        for i, value in enumerate(WRONG_VALUES):
+            if (path, i) in VALID:
+                continue
+            cases.append((f"wrong:{'.'.join(path)}:{i}", yaml.safe_dump(_set(BASE, path, value))))
+    for axis_value in ([], "abc", [0.0, "x"], {"grid": []}, {"uniform": [1]}, {"nope": [1]}):
+        cases.append((f"axis:{axis_value!r}", yaml.safe_dump(
+            _set(BASE, ("axes", "task", "cooccurrence"), axis_value))))
+    cases += [
+        ("empty", ""), ("a list", "- 1\n- 2\n"), ("a scalar", "42\n"),
+        ("not yaml", "name: [unclosed\n"), ("tabs", "name:\tx\n\ttask: y\n"),
+        ("duplicate key", yaml.safe_dump(BASE) + "seeds: 3\n"),
+        ("list key", yaml.safe_dump(BASE) + "? [a, b]\n: 1\n"),
+        ("task list", yaml.safe_dump({**BASE, "task": ["copy-v1"]})),
+        ("model mapping", yaml.safe_dump({**BASE, "model": {"id": "seq2seq"}})),
+        ("device cuda:x", yaml.safe_dump({**BASE, "device": "cuda:x"})),
+        ("deep nesting", "name: " + "[" * 5000 + "]" * 5000 + "\n"),
+        ("alias bomb", _alias_bomb()),
+        ("huge grid", yaml.safe_dump(_set(BASE, ("axes", "model"), {
+            "width": {"grid": list(range(1, 1001))}, "heads": {"grid": list(range(1, 201))}}))),
+        ("huge random", yaml.safe_dump({**BASE, "axes": {"task": {"hardness": {
+            "uniform": [0.0, 1.0]}}}, "search": {"type": "random", "trials": 1_000_000},
+            "seeds": 100})),
+        ("task and model mismatch", yaml.safe_dump({**BASE, "model": "kq-attention"})),
+        ("name escapes", yaml.safe_dump({**BASE, "name": "../x"})),
+        ("name empty", yaml.safe_dump({**BASE, "name": ""})),
+        ("steps twice", yaml.safe_dump(_set(BASE, ("fixed", "train", "steps"), 5))),
+    ]
+    return cases
+
+
+def _alias_bomb() -> str:
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return "\n".join(lines) + "\nname: bomb\ntask: copy-v1\nmodel: seq2seq\n"
+
+
+CASES = _cases()
+
+
+def test_the_generated_set_is_large():
+    assert len(CASES) >= 100
+
+
+@pytest.mark.parametrize(("label", "text"), CASES, ids=[c[0] for c in CASES])
+def test_a_malformed_sweep_file_is_one_line_exit_2_and_writes_nothing(label, text, tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(text)
+    results = tmp_path / "results"
+    start = time.perf_counter()
+    rc, out, err = cli(["plan", path, "--results", results])
+    elapsed = time.perf_counter() - start
+    assert rc == 2, f"{label}: exit {rc}\n{out}{err}"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sweeper plan: error: "), err
+    assert "allowed" in lines[0] or "unknown" in lines[0], lines[0]
+    assert not results.exists()
+    assert elapsed < TIME_LIMIT_S, f"{label}: {elapsed:.1f} s"
+
+
+def test_a_binary_sweep_file_is_one_line(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_bytes(bytes(range(256)) * 8)
+    rc, _, err = cli(["plan", path, "--results", tmp_path / "results"])
+    assert rc == 2 and err.strip().splitlines() == [
+        f"sweeper plan: error: {path}: not UTF-8 text; allowed: a YAML sweep file "
+        "(see docs/sweep-files.md)"]
+
+
+def test_a_sweep_file_larger_than_the_limit_is_refused_unread(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text("# " + "x" * (2 << 20) + "\n")
+    rc, _, err = cli(["plan", path, "--results", tmp_path / "results"])
+    assert rc == 2 and "larger than 1,048,576 bytes" in err
+
+
+def test_sweeps_at_the_limits_still_plan(tmp_path):
+    """The bounds leave room: a 2,000-cell grid and a 24-level file are fine."""
+    data = _set(BASE, ("axes", "model"), {"cell": {"grid": ["lstm", "gru"]},
+                                          "heads": {"grid": list(range(1, 201))},
+                                          "shared_embedding": {"grid": [True, False]}})
+    path = Path(tmp_path / "big.yaml")
+    path.write_text(yaml.safe_dump(data))
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "results", "--rows", "1"])
+    assert rc == 0, err
+    assert "3200 trials" in out  # 2 x 2 x 200 x 2 cells, 2 seeds
+    path.write_text("# 24 levels deep\n" + yaml.safe_dump({**BASE, "description": _nested(22)}))
+    rc, _, err = cli(["plan", path, "--results", tmp_path / "results", "--rows", "1"])
+    assert rc == 0, err
+
+
+def _nested(depth: int) -> Any:
+    return "deep" if depth == 0 else {"x": _nested(depth - 1)}
