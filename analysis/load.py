@@ -25,9 +25,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
-from sweeper.results import LEGACY_COLUMNS, TABLES, committed_files, pack_of_file
+from sweeper.results import LEGACY_COLUMNS, pack_of_file
+from sweeper.results.store import parquet_tail_problem, scan_folder, warn
 
 from . import where as where_lang
 from .errors import AnalysisInputError, unknown_column
@@ -56,6 +56,24 @@ class Sweep:
     manifest: dict
     files: dict[str, list[str]]
     _fragments: dict[str, ds.ParquetFileFragment] = field(default_factory=dict, repr=False)
+    _checked: set[str] = field(default_factory=set, repr=False)
+
+    def readable(self, paths: Iterable[str]) -> list[str]:
+        """The trajectories files among `paths` that are whole Parquet files; a damaged one is
+        left out of this sweep with a one-line warning (checked when first read)."""
+        out = []
+        for p in paths:
+            if p not in self._checked:
+                problem = parquet_tail_problem(self.filesystem, p)
+                if problem is not None:
+                    warn(f"skipping damaged file {p} ({problem}); the next `sweeper run` moves "
+                         "it to quarantine/ and trains its pack again")
+                    self.files["trajectories"] = [f for f in self.files["trajectories"]
+                                                  if f != p]
+                    continue
+                self._checked.add(p)
+            out.append(p)
+        return out
 
     def fragments(self, paths: Iterable[str]) -> list[ds.ParquetFileFragment]:
         """Fragments for paths; each file's footer is read at most once per Sweep."""
@@ -169,16 +187,13 @@ def _open_sweep(fs: pafs.FileSystem, root: str, name: str) -> Sweep:
 
 
 def sweep_files(fs: pafs.FileSystem, folder: str) -> dict[str, list[str]]:
-    """Both tables' committed files (full paths), by the store's one commit rule."""
-    names = {t: [p.rsplit("/", 1)[-1] for p in _parquet_files(fs, f"{folder}/{t}")]
-             for t in TABLES}
-
-    def replaces(name: str) -> list[str]:
-        meta = pq.read_schema(f"{folder}/trials/{name}", filesystem=fs).metadata or {}
-        return json.loads(meta.get(b"sweeper.replaces", b"[]"))
-
-    chosen = committed_files(names, replaces)
-    return {t: [f"{folder}/{t}/{n}" for n in chosen[t]] for t in TABLES}
+    """Both tables' committed files (full paths), by the store's one commit rule; files that
+    cannot be read are skipped with a one-line warning (`sweeper run` moves them aside)."""
+    scan = scan_folder(fs, folder, trajectories=False)  # those: checked when read
+    for path, why in scan.damaged.items():
+        warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it to "
+             "quarantine/ and trains its pack again")
+    return scan.files
 
 
 # ---------------------------------------------------------------- scanning
@@ -346,7 +361,8 @@ class Results:
     def trajectory_types(self) -> dict[str, pa.DataType]:
         """Column types of the trajectories, from the first file of each sweep."""
         if self._trajectory_types is None:
-            schemas = [file_schema(s, s.files["trajectories"][:1]) for s in self.sweeps]
+            schemas = [file_schema(s, s.readable(s.files["trajectories"])[:1])
+                       for s in self.sweeps]
             unified = _unify([x for x in schemas if len(x)])
             self._trajectory_types = {f.name: f.type for f in unified}
         return self._trajectory_types
@@ -390,6 +406,7 @@ class Results:
             ids = mine["trial_id"].unique().tolist()
             pack_ids = None if mine["pack_id"].isna().any() else set(mine["pack_id"])
             paths = files_for_packs(paths, pack_ids) if ids else []
+        paths = sweep.readable(paths)
         types = self.trajectory_types() if (columns is not None or node is not None) else {}
         schema = file_schema(sweep, paths) if paths else pa.schema(
             [pa.field("trial_id", pa.string()), pa.field("step", pa.int32())])
@@ -461,7 +478,7 @@ def _lazy_names(sweeps: list[Sweep]):
 
     def names() -> set[str]:
         if not cache:
-            schemas = [file_schema(s, s.files["trajectories"][:1]) for s in sweeps]
+            schemas = [file_schema(s, s.readable(s.files["trajectories"])[:1]) for s in sweeps]
             cache.append(set().union(*(x.names for x in schemas)) | {"sweep"})
         return cache[0]
     return names

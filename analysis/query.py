@@ -34,7 +34,7 @@ def _quote(text: str) -> str:
 
 def _source(con: duckdb.DuckDBPyConnection, sweep: Sweep, table: str) -> str | None:
     """A FROM clause over one table of one sweep, or None when it has no files."""
-    files = sweep.files[table]
+    files = sweep.files[table] if table == "trials" else sweep.readable(sweep.files[table])
     if not files:
         return None
     if isinstance(sweep.filesystem, pafs.LocalFileSystem):

@@ -52,6 +52,94 @@ from sweeper.results.provenance import provenance
 from sweeper.results.records import Record, trajectories_table, trials_table
 from sweeper.results.schema import LEGACY_COLUMNS, TABLE_SCHEMA_VERSION
 
+QUARANTINE = "quarantine"  # a sweep's folder for files recovery could not read
+
+
+def warn(message: str) -> None:
+    """One line on stderr: what the store skipped or moved aside, never a traceback."""
+    import sys
+
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class FolderScan:
+    """A sweep folder's committed files by the commit rule, and the files that cannot be read
+    (a truncated, empty or foreign `part-*.parquet`: path -> why). A damaged file never counts:
+    a damaged trials file leaves its pack uncommitted; a damaged trajectories file takes its
+    trials file out with it, so that the pack is trained again rather than half stored."""
+
+    files: dict[str, list[str]]
+    damaged: dict[str, str]
+
+
+def scan_folder(fs: pafs.FileSystem, folder: str, checked: set[str] | None = None,
+                trajectories: bool = True) -> FolderScan:
+    """Apply the commit rule to a sweep folder, reading each trials file's footer and checking
+    each trajectories file's tail (`parquet_tail_problem`; once per path in `checked`, since
+    files are immutable). The one implementation, for the store and for `analysis`, which
+    passes trajectories=False and checks a trajectories file only when it reads it."""
+    checked = set() if checked is None else checked
+    names = {t: _part_names(fs, f"{folder}/{t}") for t in TABLES}
+    damaged: dict[str, str] = {}
+    metadata: dict[str, dict] = {}
+
+    def readable_trials(name: str) -> bool:
+        """A trials file's footer (small; it also says what a compacted file replaces)."""
+        path = f"{folder}/trials/{name}"
+        try:
+            metadata[name] = pq.read_metadata(path, filesystem=fs).metadata or {}
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            damaged[path] = _why(exc)
+            return False
+        return True
+
+    def readable_trajectories(name: str) -> bool:
+        path = f"{folder}/trajectories/{name}"
+        if not trajectories or path in checked:
+            return True
+        problem = parquet_tail_problem(fs, path, names["trajectories"][name])
+        if problem is not None:
+            damaged[path] = problem
+            return False
+        checked.add(path)
+        return True
+
+    trials = {n for n in names["trials"] if readable_trials(n)}
+    chosen = committed_files({"trials": trials, "trajectories": set(names["trajectories"])},
+                             lambda n: json.loads(metadata[n].get(b"sweeper.replaces", b"[]")))
+    lost = {n for n in chosen["trajectories"] if not readable_trajectories(n)}
+    kept = {t: [f"{folder}/{t}/{n}" for n in chosen[t] if n not in lost] for t in TABLES}
+    return FolderScan(kept, damaged)
+
+
+def parquet_tail_problem(fs: pafs.FileSystem, path: str, size: int | None = None) -> str | None:
+    """Why a file is not a whole Parquet file, from its last 8 bytes (the footer's length and
+    the magic `PAR1`), or None. Truncated, empty and foreign files fail it at the cost of one
+    small read: reading every footer would cost an analysis of one trial a read of every file."""
+    try:
+        if size is None:
+            size = fs.get_file_info(path).size
+        with fs.open_input_file(path) as f:
+            tail = f.read_at(8, size - 8) if size >= 12 else b""
+    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
+        return _why(exc)
+    if len(tail) < 8 or tail[4:] != b"PAR1" or int.from_bytes(tail[:4], "little") > size - 12:
+        return f"not a whole Parquet file ({size} bytes)"
+    return None
+
+
+def _part_names(fs: pafs.FileSystem, directory: str) -> dict[str, int]:
+    """The `part-*.parquet` files of a table's folder, with their sizes."""
+    selector = pafs.FileSelector(directory, allow_not_found=True)
+    return {info.base_name: info.size for info in fs.get_file_info(selector)
+            if info.type == pafs.FileType.File and is_part(info.base_name)}
+
+
+def _why(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:160] if text else type(exc).__name__
+
 
 def _with_metadata(table: pa.Table, extra: dict[str, str] | None = None) -> pa.Table:
     meta = {b"sweeper.schema_version": str(TABLE_SCHEMA_VERSION).encode(),
@@ -103,6 +191,9 @@ class Store:
     uri: str
 
     put_object: Any = field(default=None, repr=False)  # S3: one PutObject per file
+    # files whose footers were read (files are immutable: once is enough), damaged files warned of
+    _checked: set[str] = field(default_factory=set, repr=False, compare=False)
+    _warned: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
         """Picklable (Ray Tune pickles its callbacks): the S3 client is rebuilt on arrival."""
@@ -191,13 +282,24 @@ class Store:
         if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
             return None
         with self.fs.open_input_stream(path) as f:
-            return json.loads(f.read())
+            text = f.read()
+        try:
+            return json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ResultsInputError(f"{path}: not JSON ({exc}); allowed: the manifest sweeper "
+                                    "writes (move the file aside to have it written again)"
+                                    ) from None
 
     def committed(self, sweep: str) -> dict[str, list[str]]:
-        """Both tables' committed files (full paths), by `committed_files`."""
-        names = {t: self._names(sweep, t) for t in TABLES}
-        chosen = committed_files(names, lambda name: self._replaces(sweep, name))
-        return {t: [self.path(sweep, t, n) for n in chosen[t]] for t in TABLES}
+        """Both tables' committed files (full paths), by `committed_files`; a file that cannot
+        be read is skipped with a warning (`recover` moves it aside)."""
+        scan = scan_folder(self.fs, self.path(sweep), self._checked)
+        for path, why in scan.damaged.items():
+            if path not in self._warned:
+                self._warned.add(path)
+                warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it "
+                     f"to {QUARANTINE}/ and trains its pack again")
+        return scan.files
 
     def files(self, sweep: str, table: str) -> list[str]:
         """Committed files of a table (temporary, orphaned and replaced files left out)."""
@@ -237,8 +339,10 @@ class Store:
 
     # maintenance ---------------------------------------------------------------------------
     def recover(self, sweep: str) -> list[str]:
-        """Finish what a crash left: interrupted compactions, orphaned and temporary files."""
-        removed = []
+        """Finish what a crash left: interrupted compactions, orphaned and temporary files; and
+        move files that cannot be read (with their pack's other file) to `quarantine/`, so
+        their packs count as not stored and the next run trains them again."""
+        removed = self._quarantine(sweep)
         names = {t: self._names(sweep, t) for t in TABLES}
         chosen = committed_files(names, lambda name: self._replaces(sweep, name))
         for table in TABLES:
@@ -251,6 +355,23 @@ class Store:
                     self.fs.delete_file(info.path)
                     removed.append(info.path)
         return removed
+
+    def _quarantine(self, sweep: str) -> list[str]:
+        scan = scan_folder(self.fs, self.path(sweep), self._checked)
+        moved = []
+        for path, why in sorted(scan.damaged.items()):
+            name = path.rsplit("/", 1)[1]
+            for table in TABLES:
+                source = self.path(sweep, table, name)
+                if self.fs.get_file_info(source).type != pafs.FileType.File:
+                    continue
+                target = self.path(sweep, QUARANTINE, table, name)
+                self.fs.create_dir(self.path(sweep, QUARANTINE, table), recursive=True)
+                self.fs.move(source, target)
+                moved.append(source)
+            warn(f"moved damaged {path} ({why}) and its pack's files to "
+                 f"{self.path(sweep, QUARANTINE)}/; its trials will be trained again")
+        return moved
 
     def compact(self, sweep: str, row_groups: int | None = None) -> tuple[int, int]:
         """Merge all committed files into one pair; returns (files before, rows of trials).

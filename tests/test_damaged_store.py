@@ -1,0 +1,88 @@
+"""A store with damaged files: truncated, garbage or empty `part-*.parquet` files are skipped by
+every reader with a one-line warning, and `sweeper run` moves them aside and trains their packs
+again, storing each trial once."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from sweep_helpers import TINY, cli_subprocess, parquet_files, write_sweep
+
+from sweeper.results import Store
+
+DAMAGES = {
+    "truncated": lambda data: data[: len(data) // 2],
+    "garbage": lambda data: bytes(range(256)) * 4,
+    "empty": lambda data: b"",
+}
+
+
+@pytest.fixture(scope="module")
+def sweep_results(tmp_path_factory):
+    """A real (tiny) sweep on the local executor: 4 trials in 4 packs."""
+    root = tmp_path_factory.mktemp("damaged")
+    path = write_sweep(root / "tiny.yaml", {**TINY, "pack_size": 1})
+    proc = cli_subprocess(["run", path, "--results", root / "results", "--executor", "local"])
+    assert proc.returncode == 0, proc.stderr
+    return root, path
+
+
+def _copy(src, dst):
+    dst.mkdir(parents=True)
+    for f in src.rglob("*"):
+        if f.is_file():
+            target = dst / f.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(f.read_bytes())
+    return dst
+
+
+@pytest.mark.parametrize("table", ["trials", "trajectories"])
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_readers_skip_a_damaged_file_with_one_warning(sweep_results, tmp_path, table, damage):
+    root, _ = sweep_results
+    results = _copy(root / "results", tmp_path / "results")
+    victim = parquet_files(results, "tiny", table)[0]
+    victim.write_bytes(DAMAGES[damage](victim.read_bytes()))
+    commands = [["status", "tiny"], ["query", results / "tiny", "--format", "csv"],
+                ["query", results / "tiny", "--sql", "SELECT count(*) FROM trajectories"],
+                ["phase", results / "tiny", "--x", "task.cooccurrence", "--y", "seed",
+                 "--facet", "none", "-o", tmp_path / "phase.png"],
+                ["report", results / "tiny", "-o", tmp_path / "report.html"]]
+    for argv in commands:
+        proc = cli_subprocess([*argv, "--results", results] if argv[0] == "status" else argv)
+        assert proc.returncode == 0, f"{argv[0]}: {proc.stderr[-2000:]}"
+        assert "Traceback" not in proc.stderr
+        warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
+        if table == "trajectories" and argv[-1] == "csv":
+            assert not warnings  # a query of trials reads no trajectories file
+            continue
+        assert len(warnings) == 1 and victim.name in warnings[0], (argv[0], proc.stderr)
+    status = cli_subprocess(["status", "tiny", "--results", results])
+    assert status.stdout.startswith("tiny: 3 done")  # the damaged pack counts as not stored
+
+
+@pytest.mark.parametrize("table", ["trials", "trajectories"])
+def test_run_quarantines_a_damaged_file_and_trains_its_pack_again(sweep_results, tmp_path,
+                                                                    table):
+    root, path = sweep_results
+    results = _copy(root / "results", tmp_path / "results")
+    victim = parquet_files(results, "tiny", table)[0]
+    victim.write_bytes(DAMAGES["truncated"](victim.read_bytes()))
+    proc = cli_subprocess(["run", path, "--results", results, "--executor", "local"])
+    assert proc.returncode == 0, proc.stderr
+    assert f"moved damaged {victim}" in proc.stderr
+    assert (results / "tiny" / "quarantine" / table / victim.name).exists()
+    trials = pd.read_parquet(results / "tiny" / "trials")
+    assert len(trials) == 4 and trials["trial_id"].is_unique
+    store = Store.open(str(results))
+    assert len(store.stored_ids("tiny")) == 4
+    assert sum(pq_rows(p) for p in parquet_files(results, "tiny", "trajectories")) == 4 * 3
+    compact = cli_subprocess(["compact", "tiny", "--results", results])
+    assert compact.returncode == 0 and "Traceback" not in compact.stderr
+
+
+def pq_rows(path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.read_metadata(path).num_rows
