@@ -107,6 +107,13 @@ class TrialSpec:
     def make_model_config(self) -> Any:
         return MODELS.get(self.model).factory(**self.model_params)
 
+    def memory_bytes(self) -> int:
+        """Peak bytes this trial needs while training (the family's estimate; 0 if none)."""
+        estimate = self.family.memory_bytes
+        return 0 if estimate is None else int(estimate(dict(self.task_params),
+                                                       dict(self.model_params),
+                                                       dict(self.train)))
+
     def pack_key(self) -> tuple:
         """Specs with equal keys share tensor shapes and train together as one pack."""
         train = {k: self.train[k] for k in ("optimizer", "batch_size", "steps", "eval_every",

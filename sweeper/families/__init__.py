@@ -72,6 +72,10 @@ class Family:
     # a config that trains in well under a second: {"task": {...}, "model": {...},
     # "train": {...}}; the contract suite (tests/test_families.py) trains every family with it
     small: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # peak bytes one trial needs while training, from its resolved task, model and train
+    # parameters (an estimate within a small factor; torch-free): checked before a sweep starts
+    memory_bytes: Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], int] | None \
+        = None
 
     @property
     def model_ids(self) -> tuple[str, ...]:

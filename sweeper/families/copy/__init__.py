@@ -26,6 +26,21 @@ def copy_metrics(components: tuple[str, ...] = COMPONENTS) -> tuple[Metric, ...]
                                            Metric(f"accuracy_{c}"), Metric(f"attn_acc_{c}"))])
 
 
+def memory_bytes(task: dict, model: dict, train: dict) -> int:
+    """Peak bytes of one copy trial's training step (float32), within a small factor: the
+    recurrences' saved gates and states, the attention scores, the logits, each kept for the
+    backward pass; the parameters with their gradients and Adam's two moments. Scaled by 1.5
+    to what was measured (peak RSS growth 276, 78, 1,185 MB for (L, d, B) = (40, 256, 128),
+    (16, 32, 512), (100, 256, 256); these estimates: 302, 62, 1,446 MB)."""
+    L, d, H = task["length"], model["width"], model["heads"]
+    V = (task["vocab"] or L + round(task["cooccurrence"] * L)) + 2
+    B = max(train["batch_size"] or 1, train["eval_size"])
+    T = S = L + 1
+    activations = B * ((S + T) * d * 16 + H * T * S * 3 + T * V * 4)
+    parameters = (2 * V * d + 16 * d * d + 2 * H * d * d + 2 * d * d + d * V) * 4
+    return int(4 * 1.5 * (activations + parameters))
+
+
 FAMILY = Family(
     name="copy",
     doc=__doc__.splitlines()[0],
@@ -36,6 +51,7 @@ FAMILY = Family(
     phase_outcome="attention_learned",
     summary_columns=("loss", "accuracy", "attn_acc", "ktiw_acc", "uniform_acc"),
     labels={"task.content_tokens": "content tokens N", "task.lift": "lift (N-1)/(L-1)"},
+    memory_bytes=memory_bytes,
     small={"task": {"length": 5, "hardness": 0.5}, "model": {"width": 8, "heads": 2},
            "train": {"batch_size": 8, "eval_size": 8, "steps": 6, "eval_every": 3}},
 )
