@@ -128,3 +128,14 @@ def test_a_trained_pack_stores_and_reads_back_with_its_config(name, task, model)
     assert trajectories.num_rows == sum(len(r.trajectory["step"]) for r in results)
     assert spec_from_config(specs[0].config()) == specs[0]
 
+
+
+@pytest.mark.parametrize(("name", "task", "model"), CASES, ids=IDS)
+def test_a_memory_estimate_grows_with_the_batch(name, task, model):
+    if family_of(task).memory_bytes is None:
+        pytest.skip("the family declares no memory estimate")
+    small = _spec(task, model)
+    bigger = make_spec(task, model, small.task_params, small.model_params,
+                       {**small.train, "batch_size": 64 * (small.train["batch_size"] or 1),
+                        "eval_size": 64 * small.train["eval_size"]})
+    assert 0 < small.memory_bytes() <= bigger.memory_bytes()
