@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sweeper.executors import EXECUTORS, make_executor  # noqa: F401 (the names api offers)
+
 DEFAULT_RESULTS = "./results"
-EXECUTORS = ("ray", "local")
 
 
 @dataclass
@@ -33,7 +34,7 @@ class SweepResult:
     expanded: int  # trials the file expands to (adaptive: the search's budget)
     already_stored: int  # trials stored before this run
     ran: int  # trials this run stored
-    packs: int | None  # packs it formed (None for an adaptive search)
+    packs: int | None  # packs this run started
     seconds: float
     status: dict[str, int]  # trials stored per status, after the run
     cells: Any = field(default=None, repr=False)  # pandas DataFrame: sweeper.results.cell_stats
@@ -105,28 +106,12 @@ def _merged(base: Any, changes: Mapping[str, Any], depth: int = 0) -> Any:
     return out
 
 
-def make_executor(executor: str, address: str | None = None, num_cpus: int | None = None,
-                  results_shared: bool = False, verbose: bool = False):
-    if executor not in EXECUTORS:
-        from sweeper.errors import UnknownNameError
-
-        raise UnknownNameError("executor", executor, EXECUTORS)
-    if executor == "local":
-        from sweeper.executors.local import LocalExecutor
-
-        return LocalExecutor(threads=1)
-    from sweeper.executors.ray_tune import RayTuneExecutor
-
-    return RayTuneExecutor(address, num_cpus, results_shared, verbose)
-
-
 def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = None,
         executor: str = "ray", address: str | None = None, num_cpus: int | None = None,
         pack_size: int | None = None, retries: int | None = None, device: str | None = None,
         results_shared: bool = False, verbose: bool = False, stream=None,
         **overrides: Any) -> SweepResult:
     """Run what of a sweep is not stored yet; see the module's docstring."""
-    from sweeper.errors import SweeperInputError
     from sweeper.plan import make_plan
     from sweeper.results import Store
     from sweeper.runner import phase_outcome, run_sweep
@@ -138,24 +123,14 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         from sweeper.sweep_commands import with_device
 
         spec = with_device(spec, device)
-    if spec.device != "cpu" and (executor == "local" or address is None):
-        from sweeper.sweep_commands import check_cuda_here
-
-        check_cuda_here(spec.device)
     root = results or spec.results or DEFAULT_RESULTS
     store = Store.open(root)
     make_plan(spec, set())  # expand once up front: a bad cell fails before anything is written
-    if executor == "local" and spec.search.type == "optuna":
-        raise SweeperInputError("search.type: optuna runs on Ray Tune's Optuna integration; "
-                                "allowed with --executor local: grid, random")
-    runner = make_executor(executor, address, num_cpus, results_shared, verbose)
-    if executor == "local":
-        summary = run_sweep(spec, store, runner, pack_size, 1, stream)
-    else:
-        with runner:
-            runner.check_results_reachable(store)  # before anything is written
-            workers = runner.workers(spec.resources["cpu"], spec.resources["gpu"])
-            summary = run_sweep(spec, store, runner, pack_size, workers, stream)
+    runner = make_executor(executor, address=address, num_cpus=num_cpus,
+                           results_shared=results_shared, verbose=verbose)
+    runner.check(spec, store)  # before it starts and before anything is written
+    with runner:
+        summary = run_sweep(spec, store, runner, pack_size, stream=stream)
     outcome = phase_outcome(spec)
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],

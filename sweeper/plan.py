@@ -2,22 +2,19 @@
 
 Pure and deterministic (no Ray, no clock): the same file always gives the same specs in the same
 order. Grid search takes the product of the axes in file order, then the seeds; random search
-draws `trials` cells from a generator seeded by `search.seed`. Optuna's cells are chosen while
-the sweep runs, so `cell_specs` builds the specs of one suggested cell.
+draws `trials` cells from a generator seeded by `search.seed` (`sweeper.strategies`). Optuna's
+cells are chosen while the sweep runs, so `cell_specs` builds the specs of one proposed cell.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from sweeper.errors import SweeperInputError
-from sweeper.search_space import Axis, SweepFile, SweepFileError
+from sweeper.search_space import SweepFile, SweepFileError
 from sweeper.spec import TrialSpec, make_spec
 
 # Measured on the 2-core dev machine (benchmarks/throughput.py, docs/performance.md): per-model
@@ -31,28 +28,18 @@ Cell = dict[str, Any]  # axis path ("task.hardness") -> value
 
 
 def cells(sweep: SweepFile) -> list[Cell]:
-    """The distribution points of a grid or random search, in a fixed order."""
+    """The distribution points of a grid or random search, in a fixed order (the strategies
+    `sweeper.strategies.grid` and `.random` draw them)."""
     if sweep.search.type == "grid":
-        grids = [axis.values for axis in sweep.axes]
-        return [dict(zip((a.path for a in sweep.axes), combo))
-                for combo in itertools.product(*grids)]
+        from sweeper.strategies.grid import grid_cells
+
+        return grid_cells(sweep)
     if sweep.search.type == "random":
-        rng = np.random.default_rng(sweep.search.seed)
-        return [{axis.path: _draw(axis, rng) for axis in sweep.axes}
-                for _ in range(sweep.search.trials)]
+        from sweeper.strategies.random import random_cells
+
+        return random_cells(sweep)
     raise SweeperInputError(f"search.type: got {sweep.search.type!r}; cells are known in "
                             "advance only for grid and random")
-
-
-def _draw(axis: Axis, rng: np.random.Generator) -> Any:
-    if axis.kind in ("grid", "choice"):
-        return axis.values[int(rng.integers(len(axis.values)))]
-    low, high = axis.values
-    if axis.kind == "int":
-        return int(rng.integers(low, high + 1))
-    if axis.kind == "loguniform":
-        return float(math.exp(rng.uniform(math.log(low), math.log(high))))
-    return float(rng.uniform(low, high))
 
 
 def cell_specs(sweep: SweepFile, cell: Mapping[str, Any]) -> list[TrialSpec]:

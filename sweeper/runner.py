@@ -1,8 +1,10 @@
-"""Run a sweep: recover the store, plan, hand the packs to an executor, record what comes back.
+"""Run a sweep: recover the store, start its strategy, let an executor train what the strategy
+proposes, record what comes back.
 
-The `Recorder` is the single writer of a sweep's results: executors call it from the driver
-process only, so each pack is committed once (its trials file) and a trial id already stored is
-never written again, whatever the executor retried or the searcher suggested twice.
+The `Recorder` is the single writer of a sweep's results: executors report to it (through
+`Feedback`) from the driver process only, so each pack is committed once (its trials file) and
+a trial id already stored is never written again, whatever the executor retried or the
+strategy proposed twice. A strategy is told of a pack only after its results are stored.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeper.plan import Plan, form_packs, make_plan
-from sweeper.results import Store, counted
+from sweeper.plan import Plan, make_plan
+from sweeper.results import Store
 from sweeper.results.outcomes import STEP_OUTCOMES
 from sweeper.search_space import SweepFile
 from sweeper.spec import TrialResult, TrialSpec
+from sweeper.strategies import Context, Strategy, make_strategy
 
 
 class Progress:
@@ -112,6 +115,33 @@ class Recorder:
                                    f"repeatedly ({last}); left pending for the next run\n")
 
 
+@dataclass
+class Feedback:
+    """The sink executors report packs to (`sweeper.executors.PackSink`): each pack's results
+    are stored first (the Recorder), then told to the strategy, so the strategy (and an Optuna
+    study) never knows of a result the store lacks."""
+
+    recorder: Recorder
+    strategy: Strategy
+    packs: int = 0  # packs started in this run
+
+    def started(self, specs: list[TrialSpec]) -> None:
+        self.packs += 1
+        self.recorder.started(specs)
+
+    def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
+                 node_id: str | None = None) -> None:
+        self.recorder.finished(specs, results, attempts, node_id)
+        self.strategy.tell(specs, results)
+
+    def failed(self, specs: list[TrialSpec], error: str, attempts: int) -> None:
+        self.finished(specs, [TrialResult.failed(s, error) for s in specs], attempts)
+
+    def lost(self, specs: list[TrialSpec], error: str) -> None:
+        self.recorder.lost(specs, error)
+        self.strategy.tell(specs, None)
+
+
 def result_from_report(spec: TrialSpec, payload: Mapping[str, Any]) -> TrialResult:
     """Rebuild a TrialResult on the driver from what a worker sent (plain data, no pickles)."""
     return TrialResult(spec, payload["status"], payload["trajectory"], payload["outcomes"],
@@ -150,26 +180,6 @@ def objective_value(outcomes: list[Mapping[str, Any]], objective: str, steps: in
     return sum(values) / len(values) if values else math.nan
 
 
-def stored_cells(store: Store, sweep: SweepFile) -> list[tuple[dict[str, Any], float]]:
-    """Cells of an adaptive sweep already stored, with their objective (to warm-start it).
-
-    Only the trials a cell counts (`sweeper.results.counted`: status ok or diverged, outcome
-    known) enter the objective; a cell with none of them is left out.
-    """
-    paths = [a.path for a in sweep.axes]
-    table = store.read(sweep.name, "trials")
-    if table is None:
-        return []
-    frame = table.to_pandas()
-    frame = frame[counted(frame)]
-    cells = []
-    for key, rows in frame.groupby([a.column for a in sweep.axes], sort=True):
-        records = rows.astype(object).where(rows.notna(), None).to_dict("records")
-        cells.append((dict(zip(paths, key)), objective_value(
-            records, sweep.search.objective, int(rows["train.steps"].iloc[0]))))
-    return cells
-
-
 def phase_outcome(sweep: SweepFile) -> str:
     """The outcome the sweep's family draws and summarises by default."""
     return sweep.family.phase_outcome
@@ -184,28 +194,30 @@ def manifest(sweep: SweepFile, plan: Plan) -> dict[str, Any]:
 
 
 def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | None = None,
-              workers: int = 1, stream=None) -> dict[str, Any]:
-    """Run what is not stored yet; returns a summary (counts, seconds, trials per second)."""
+              workers: int | None = None, stream=None) -> dict[str, Any]:
+    """Run what is not stored yet; returns a summary (counts, seconds, trials per second).
+
+    `executor` follows `sweeper.executors.Executor` (entered by the caller when it needs
+    starting); `workers` overrides its capacity. The strategy comes from `search.type`.
+    """
     start = time.perf_counter()
     store.recover(sweep.name)
     stored = store.stored_ids(sweep.name)
     plan = make_plan(sweep, stored)
-    store.write_manifest(sweep.name, manifest(sweep, plan))
-    size = pack_size or sweep.pack_size
-    if plan.adaptive:
-        total = sweep.search.trials * len(sweep.seeds)
-        recorder = Recorder(store, sweep.name, Progress(total, stream), set(stored))
-        executor.run_optuna(sweep, recorder, store)
-        packs = None
-    else:
-        pending = plan.pending
-        recorder = Recorder(store, sweep.name, Progress(len(pending), stream), set(stored))
-        packs = form_packs(pending, size, workers)
-        if packs:
-            executor.run_packs(packs, recorder, sweep)
+    workers = executor.capacity(sweep) if workers is None else workers
+    strategy = make_strategy(Context(plan, store, pack_size or sweep.pack_size, workers))
+    record = manifest(sweep, plan)
+    try:
+        store.write_manifest(sweep.name, record)
+        recorder = Recorder(store, sweep.name, Progress(strategy.planned, stream), set(stored))
+        feedback = Feedback(recorder, strategy)
+        if not strategy.done:
+            executor.run(sweep, strategy, feedback)
+    finally:
+        strategy.close()
     recorder.progress.close()
     seconds = time.perf_counter() - start
-    return {"sweep": sweep.name, "expanded": len(plan.specs), "already_stored": len(stored),
-            "ran": recorder.written, "packs": None if packs is None else len(packs),
+    return {"sweep": sweep.name, "expanded": record["trials_expanded"],
+            "already_stored": len(stored), "ran": recorder.written, "packs": feedback.packs,
             "seconds": seconds, "trials_per_s": recorder.written / seconds if seconds else 0.0,
             "status": store.status_counts(sweep.name)}

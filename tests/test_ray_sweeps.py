@@ -1,6 +1,8 @@
 """End to end on a real local Ray: `sweeper run` in a child process starts an embedded Ray
-(2 CPUs), runs Ray Tune and stores Parquet. Grid and Optuna sweeps, exactly-once re-runs and
-extensions, a trial that raises, and a driver killed with SIGKILL partway."""
+(2 CPUs), runs Ray Tune and stores Parquet. Grid and Optuna sweeps (the study in the sweep's
+folder), ASHA early stopping, a strategy written in the tests driving Ray through the protocol,
+exactly-once re-runs and extensions, a trial that raises, and a driver killed with SIGKILL
+partway."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import tempfile
 import time
 import uuid
 
+import optuna
 import pandas as pd
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -35,6 +38,7 @@ from sweep_helpers import (
 
 from sweeper.plan import expand
 from sweeper.search_space import load_sweep
+from sweeper.strategies.optuna import STUDY_FILE
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -184,9 +188,83 @@ def test_optuna_sweep_lands_in_parquet(tmp_path):
     _check_tables(results, "ray-optuna", set(trials["trial_id"]))
     manifest = json.loads((results / "ray-optuna" / "manifest.json").read_text())
     assert manifest["search"] == "optuna" and manifest["trials_expanded"] == 6
-    assert_only_store_files(results)
+    study_file = results / "ray-optuna" / STUDY_FILE
+    assert [p for p in all_files(results) if p.suffix != ".parquet"] == [
+        results / "ray-optuna" / "manifest.json", study_file]
+    assert_all_parquet_readable(results)
+    study = optuna.load_study(study_name="ray-optuna", storage=f"sqlite:///{study_file}")
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
+    assert {i for t in study.trials for i in t.user_attrs["trial_ids"]} == set(
+        trials["trial_id"])
     rc, out, _ = cli(["status", "ray-optuna", "--results", results])
     assert out.startswith("ray-optuna: 6 done, 0 failed, 0 pending")
+
+
+def test_asha_stops_packs_early_and_optuna_hears_of_it(tmp_path):
+    """ASHA on Ray with an Optuna search: packs it stops are stored `stopped` with the steps
+    they reached, and their cells are PRUNED trials of the study. (Reduction factor 100 on a
+    continuous metric: a pack is stopped at step 10 unless its loss is the lowest so far, so
+    among 8 packs some are.)"""
+    sweep_file = write_sweep(tmp_path / "asha.yaml", variant(**{
+        "name": "ray-asha", "seeds": 1,
+        "axes": {"task": {"hardness": {"uniform": [0.0, 1.0]},
+                          "cooccurrence": {"choice": [0.0, 0.5]}}},
+        "search": {"type": "optuna", "trials": 8, "objective": "best_loss",
+                   "direction": "minimize", "seed": 1},
+        "scheduler": {"type": "asha", "metric": "loss", "mode": "min", "grace_period": 10,
+                      "reduction_factor": 100}}))
+    results = tmp_path / "results"
+    proc = ray_run(sweep_file, results)
+    assert "ran 8 trials" in proc.stdout
+    trials = pd.read_parquet(results / "ray-asha" / "trials")
+    assert len(trials) == 8 and trials["trial_id"].is_unique
+    assert set(trials["status"]) == {"ok", "stopped"}, trials["status"].tolist()
+    traj = pd.read_parquet(results / "ray-asha" / "trajectories")
+    steps = traj.groupby("trial_id")["step"].max()
+    status = trials.set_index("trial_id")["status"]
+    assert (steps[status[status == "stopped"].index] == 10).all()
+    assert (steps[status[status == "ok"].index] == 20).all()
+    study = optuna.load_study(study_name="ray-asha",
+                              storage=f"sqlite:///{results / 'ray-asha' / STUDY_FILE}")
+    states = [t.state.name for t in study.trials]
+    assert states.count("PRUNED") == (status == "stopped").sum()
+    assert states.count("COMPLETE") == (status == "ok").sum()
+
+
+# -- any strategy, through the protocol ------------------------------------------------------------
+@pytest.fixture
+def ray_tmpdir(monkeypatch):
+    """Ray in this process with a short temp dir of its own (socket paths must stay short)."""
+    path = tempfile.mkdtemp(prefix="rst_", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", path)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_strategy_written_in_the_tests_drives_ray(tmp_path, monkeypatch, ray_tmpdir):
+    """The strategy of tests/strategy_helpers.py, plugged into the registry, on Ray with two
+    slots: its second round waits (the searcher answers "not now") until the first is told."""
+    from strategy_helpers import ScriptedStrategy
+
+    from sweeper.executors.ray_tune import RayTuneExecutor
+    from sweeper.results import Store
+    from sweeper.runner import run_sweep
+    from sweeper.strategies import STRATEGIES
+
+    monkeypatch.setitem(STRATEGIES, "grid", "strategy_helpers:ScriptedStrategy")
+    sweep = load_sweep(str(write_sweep(tmp_path / "s.yaml", variant(name="ray-scripted"))))
+    store = Store.open(str(tmp_path / "results"))
+    with RayTuneExecutor(num_cpus=2) as executor:
+        assert executor.capacity(sweep) == 2
+        summary = run_sweep(sweep, store, executor)
+    strategy = ScriptedStrategy.last
+    strategy.check_rounds()
+    assert strategy.closed and summary["ran"] == 4 and summary["packs"] == 4
+    assert any(e[0] == "ask" and e[2] == [] for e in strategy.events)  # it was asked, waited
+    assert [e[2] for e in strategy.events if e[0] == "tell"] == [("ok",)] * 4
+    trials = _check_tables(tmp_path / "results", "ray-scripted",
+                           {s.trial_id for s in expand(sweep)})
+    assert trials["node_id"].notna().all()
 
 
 # -- crash safety --------------------------------------------------------------------------------

@@ -169,3 +169,25 @@ def test_sweeper_run_with_s3_results(s3, prefix, tmp_path):
     assert rc == 0 and "merged into 1 (4 trials)" in out, err
     assert store.read(SWEEP, "trials").num_rows == 4
     assert len([k for k in _keys(s3, prefix) if k.endswith(".parquet")]) == 2
+
+
+def test_optuna_with_s3_results_keeps_its_study_in_memory(s3, prefix, tmp_path):
+    """An object store cannot hold the SQLite study: each run builds it from the stored cells
+    and runs only what the budget still lacks; nothing but the store's files lands in S3."""
+    uri = s3.uri(BUCKET, prefix)
+    search = {"type": "optuna", "trials": 1, "objective": "best_accuracy", "seed": 0}
+    data = variant(**{"axes": {"task": {"hardness": {"uniform": [0.0, 1.0]}}}, "seeds": 1,
+                      "search": search})
+    sweep_file = write_sweep(tmp_path / "opt.yaml", data)
+    rc, out, err = cli(["run", sweep_file, "--results", uri, "--executor", "local"])
+    assert rc == 0 and "ran 1 trials" in out, err
+    rc, out, err = cli(["run", sweep_file, "--results", uri, "--executor", "local"])
+    assert rc == 0 and "ran 0 trials" in out, err
+    write_sweep(sweep_file, {**data, "search": {**search, "trials": 2}})
+    rc, out, err = cli(["run", sweep_file, "--results", uri, "--executor", "local"])
+    assert rc == 0 and "ran 1 trials" in out, err
+    keys = _keys(s3, prefix)
+    assert all(k == f"{SWEEP}/manifest.json" or k.endswith(".parquet") for k in keys), keys
+    trials = Store.open(uri).read(SWEEP, "trials").to_pandas()
+    assert len(trials) == 2 and trials["task.hardness"].nunique() == 2
+    assert not (tmp_path / SWEEP).exists()

@@ -192,15 +192,17 @@ def test_a_learning_rate_axis_runs(tmp_path):
     assert sorted(_trials(tmp_path / "r")["train.lr"]) == [0.001, 0.01]
 
 
-def test_optuna_on_the_local_executor_is_refused_before_writing(tmp_path):
-    sweep_file = write_sweep(tmp_path / "opt.yaml", variant(**{
-        "search": {"type": "optuna", "trials": 2, "objective": "best_accuracy"},
-        "axes.task.hardness": {"uniform": [0.0, 1.0]}}))
+def test_a_scheduler_on_the_local_executor_is_refused_before_writing(tmp_path):
+    """Early stopping is Ray Tune's (ASHA); the local executor says so, and writes nothing.
+    (Optuna runs on the local executor: tests/test_strategies.py.)"""
+    sweep_file = write_sweep(tmp_path / "asha.yaml", variant(
+        scheduler={"type": "asha", "metric": "accuracy", "grace_period": 10}))
     results = tmp_path / "results"
     results.mkdir()
     rc, out, err = cli(["run", sweep_file, "--results", results, "--executor", "local"])
-    assert rc == 2
-    assert "allowed" in err and "search.type" in err
+    assert rc == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1, err
+    assert "scheduler" in err and "allowed" in err and "local" in err, err
     assert all_files(results) == [], "a refused run wrote files"
 
 

@@ -1,3 +1,86 @@
-"""Where a sweep runs: in this process (`local`) or on Ray Tune (`ray_tune`, which alone
-imports Ray). Both train packs through `sweeper.workers.execute_pack` and report to a
-`Recorder`, the driver-side single writer of the store."""
+"""Where packs train, behind one protocol: in this process (`local`) or on Ray Tune (`ray`,
+`sweeper.executors.ray_tune`, the one module of sweeper that imports Ray).
+
+What trains is a strategy's business (`sweeper.strategies`); an executor only runs the packs a
+strategy proposes, so every strategy runs on every executor, and nothing above this package
+asks which executor it has. The contract of an `Executor`:
+
+- `check(sweep, store)`: refuse, with a one-line `SweeperInputError`, what this executor
+  cannot run (a CUDA device this machine lacks, a driver-local results path on a cluster, a
+  scheduler it does not implement). Called before the executor starts and before anything is
+  written.
+- `with executor:` starts what it needs (Ray) and stops what it started; `capacity` and `run`
+  are called inside.
+- `capacity(sweep)`: how many packs of this sweep can train at once (at least 1); grid and
+  random packs are sized for it (`plan.form_packs`).
+- `run(sweep, strategy, sink)`: until `strategy.done`, ask the strategy for as many packs as
+  there are free slots and train them (`sweeper.workers.execute_pack_with_retries` on the
+  worker: errors of the code are retried there, up to `sweep.retries` times). Report each
+  pack to `sink` on the driver, one call at a time, as it happens: `started` once, then
+  exactly one of `finished` (results, possibly early-stopped), `failed` (the code raised on
+  every attempt) or `lost` (its worker kept dying: nothing stored, pending for the next run).
+  The sink stores the results, then tells the strategy (`sweeper.runner.Feedback`).
+
+`make_executor(name, ...)` is the one place that maps a name to a class.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from sweeper.results import Store
+    from sweeper.search_space import SweepFile
+    from sweeper.spec import TrialResult, TrialSpec
+    from sweeper.strategies import Strategy
+
+EXECUTORS = ("ray", "local")
+
+
+class PackSink(Protocol):
+    """What an executor reports packs to (driver side; `sweeper.runner.Feedback`)."""
+
+    def started(self, specs: list[TrialSpec]) -> None: ...
+
+    def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
+                 node_id: str | None = None) -> None: ...
+
+    def failed(self, specs: list[TrialSpec], error: str, attempts: int) -> None: ...
+
+    def lost(self, specs: list[TrialSpec], error: str) -> None: ...
+
+
+class Executor(Protocol):
+    """See the module's docstring for the contract."""
+
+    def check(self, sweep: SweepFile, store: Store) -> None: ...
+
+    def __enter__(self) -> Executor: ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+    def capacity(self, sweep: SweepFile) -> int: ...
+
+    def run(self, sweep: SweepFile, strategy: Strategy, sink: PackSink) -> None: ...
+
+
+def make_executor(name: str, *, address: str | None = None, num_cpus: int | None = None,
+                  results_shared: bool = False, verbose: bool = False) -> Executor:
+    """The executor called `name` ("ray" or "local"); the Ray keywords configure Ray only."""
+    if name not in EXECUTORS:
+        from sweeper.errors import UnknownNameError
+
+        raise UnknownNameError("executor", name, EXECUTORS)
+    if name == "local":
+        from sweeper.executors.local import LocalExecutor
+
+        return LocalExecutor(threads=1)
+    from sweeper.executors.ray_tune import RayTuneExecutor
+
+    return RayTuneExecutor(address, num_cpus, results_shared, verbose)
+
+
+def nothing_proposed(strategy: Strategy) -> RuntimeError:
+    """The error of a strategy that breaks its contract: nothing proposed, nothing out."""
+    return RuntimeError(f"{type(strategy).__name__}.ask proposed nothing while no pack was "
+                        "out and it was not done (see sweeper/strategies/base.py)")

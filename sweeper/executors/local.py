@@ -1,31 +1,60 @@
-"""The in-process executor: packs one after another in this process, retried on error."""
+"""The in-process executor: one pack at a time in this process, retried on error."""
 
 from __future__ import annotations
 
-from sweeper.runner import Recorder
-from sweeper.search_space import SweepFile
-from sweeper.spec import TrialSpec
+from typing import TYPE_CHECKING, Any
+
+from sweeper.errors import SweeperInputError
+from sweeper.executors import PackSink, nothing_proposed
 from sweeper.workers import execute_pack_with_retries
+
+if TYPE_CHECKING:
+    from sweeper.results import Store
+    from sweeper.search_space import SweepFile
+    from sweeper.spec import TrialSpec
+    from sweeper.strategies import Strategy
 
 
 class LocalExecutor:
+    """Trains the packs a strategy proposes here, one after another (capacity 1)."""
+
     def __init__(self, threads: int = 1, retries: int | None = None):
         self.threads, self.retries = threads, retries
 
-    def run_packs(self, packs: list[list[TrialSpec]], recorder: Recorder,
-                  sweep: SweepFile) -> None:
+    def check(self, sweep: SweepFile, store: Store) -> None:
+        if sweep.scheduler is not None:
+            raise SweeperInputError("scheduler: early stopping (asha) runs on Ray Tune only; "
+                                    "allowed with --executor local: no scheduler key")
+        if sweep.device != "cpu":
+            from sweeper.sweep_commands import check_cuda_here
+
+            check_cuda_here(sweep.device)
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def capacity(self, sweep: SweepFile) -> int:
+        return 1
+
+    def run(self, sweep: SweepFile, strategy: Strategy, sink: PackSink) -> None:
         retries = sweep.retries if self.retries is None else self.retries
-        for specs in packs:
-            recorder.started(specs)
-            outcome = execute_pack_with_retries([s.config() for s in specs], specs[0].device,
-                                                self.threads, retries)
-            if outcome.error is not None:
-                recorder.failed(specs, outcome.error, outcome.attempts)
-            else:
-                recorder.finished(specs, outcome.results, outcome.attempts)
+        while not strategy.done:
+            packs = strategy.ask(1)
+            if not packs:
+                if strategy.done:
+                    break
+                raise nothing_proposed(strategy)
+            for specs in packs:
+                self._train(specs, sweep.device, retries, sink)
 
-    def run_optuna(self, sweep: SweepFile, recorder: Recorder, store) -> None:
-        from sweeper.errors import SweeperInputError
-
-        raise SweeperInputError("search.type: optuna runs on Ray Tune's Optuna integration; "
-                                "allowed with --executor local: grid, random")
+    def _train(self, specs: list[TrialSpec], device: str, retries: int, sink: PackSink) -> None:
+        sink.started(specs)
+        outcome = execute_pack_with_retries([s.config() for s in specs], device, self.threads,
+                                            retries)
+        if outcome.error is not None:
+            sink.failed(specs, outcome.error, outcome.attempts)
+        else:
+            sink.finished(specs, outcome.results, outcome.attempts)

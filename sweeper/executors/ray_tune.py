@@ -1,18 +1,25 @@
 """The Ray Tune executor: the one module of sweeper that imports Ray.
 
-One Tune trial trains one pack. Grid and random sweeps hand Tune the list of packs (through the
-object store) and a grid over their indices; Optuna sweeps hand it the axes as a search space
-and Tune's OptunaSearch suggests cells, each trained as a pack of its seeds. Workers send their
-results back as plain data in their last report, and a Tune callback on the driver passes them
-to the `Recorder`, the store's single writer. Tune's own loggers are off: the store is the record.
+One Tune trial trains one pack. Whatever the search (grid, random, Optuna, any strategy of
+`sweeper.strategies`), Tune asks `_StrategySearcher`, a Tune `Searcher` that hands it the packs
+the strategy proposes (`suggest` -> `ask`, one per free slot; `Searcher.FINISHED` once the
+strategy is done); the pack's spec configs travel in the trial's config, as JSON. Workers send
+their results back as plain data in their last report, and a Tune callback on the driver passes
+each pack to the sink (`sweeper.runner.Feedback`: the Recorder, the store's single writer, then
+the strategy's `tell`). Tune's own loggers are off: the store is the record.
 
 Ray facts this module works around (Ray 2.60, measured): a local Ray binds to the machine's
 non-loopback address unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0; Tune writes ~5 files per trial
-unless TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1.
+unless TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1; with a custom searcher Tune keeps one trial
+pending unless `max_concurrent_trials` is set, which wraps the searcher in a
+ConcurrencyLimiter allowing that many; Tune pickles its searcher and callbacks into its own
+experiment state (for a Tune resume sweeper never uses), so their driver-side state (a study's
+database connection) stays out of the pickle.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -29,23 +36,18 @@ os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
+from ray.tune.search import Searcher  # noqa: E402
 
 from sweeper.errors import SweeperInputError  # noqa: E402
+from sweeper.executors import PackSink, nothing_proposed  # noqa: E402
 from sweeper.plan import cell_specs  # noqa: E402
-from sweeper.runner import (  # noqa: E402
-    Recorder,
-    objective_value,
-    partial_result,
-    result_from_report,
-    result_to_report,
-    stored_cells,
-)
-from sweeper.search_space import Axis, SweepFile, parse_sweep  # noqa: E402
+from sweeper.runner import partial_result, result_from_report, result_to_report  # noqa: E402
+from sweeper.search_space import SweepFile  # noqa: E402
 from sweeper.spec import TrialSpec  # noqa: E402
+from sweeper.strategies import Strategy  # noqa: E402
 from sweeper.workers import PackOutcome, execute_pack_with_retries  # noqa: E402
 
 PACK_METRIC = "pack_metric"  # what ASHA watches: the pack's mean of the chosen metric
-OBJECTIVE = "objective"
 # Tune's own retries are for packs whose worker was lost (a dead node or process): errors of
 # the code are caught and retried on the worker (`execute_pack_with_retries`). A pack lost this
 # many times in one run stays pending, never `failed`; the next run trains it.
@@ -57,12 +59,19 @@ def _node() -> dict[str, str]:
     return {"node_id": ray.get_runtime_context().get_node_id()}
 
 
-def _reporter(metric: str | None) -> Callable | None:
-    """Per-evaluation reports, only when a scheduler needs them (each costs a round trip)."""
+def _reporter(metric: str | None, last_step: int) -> Callable | None:
+    """Per-evaluation reports, only when a scheduler needs them (each costs a round trip).
+
+    The last evaluation goes out with the final report instead: ASHA stops every trial that
+    reports step >= max_t, and a stop decided on a per-evaluation report comes before the
+    final one, which would store a finished pack as `stopped`.
+    """
     if metric is None:
         return None
 
     def report(step: int, rows: list[dict]) -> None:
+        if step >= last_step:
+            return
         values = [r[metric] for r in rows if not math.isnan(r[metric])]
         tune.report({"step": step, "rows": rows,
                      PACK_METRIC: sum(values) / len(values) if values else math.nan})
@@ -74,10 +83,9 @@ def _failed_report(outcome: PackOutcome) -> None:
     tune.report({"final": True, "error": outcome.error, "attempts": outcome.attempts, **_node()})
 
 
-def _final_report(results: list, metric: str | None, extra: dict | None = None,
-                  attempts: int = 1) -> None:
+def _final_report(results: list, metric: str | None, attempts: int = 1) -> None:
     payload = {"final": True, "results": [result_to_report(r) for r in results], **_node(),
-               "attempts": attempts, **(extra or {})}
+               "attempts": attempts}
     if metric is not None:
         values = [r.trajectory[metric][-1] for r in results if r.trajectory[metric]]
         payload[PACK_METRIC] = sum(values) / len(values) if values else math.nan
@@ -86,49 +94,60 @@ def _final_report(results: list, metric: str | None, extra: dict | None = None,
     tune.report(payload)
 
 
-def train_pack_trial(config: dict, packs: list[list[dict]], device: str, threads: float,
-                     metric: str | None, retries: int) -> None:
-    outcome = execute_pack_with_retries(packs[config["pack"]], device, threads, retries,
-                                        _reporter(metric))
+def train_pack_trial(config: dict, device: str, threads: float, metric: str | None,
+                     retries: int) -> None:
+    """One Tune trial: the pack whose spec configs the searcher put in `config["pack"]`."""
+    configs = json.loads(config["pack"])
+    outcome = execute_pack_with_retries(configs, device, threads, retries,
+                                        _reporter(metric, configs[0]["train"]["steps"]))
     if outcome.error is not None:
         _failed_report(outcome)
     else:
         _final_report(outcome.results, metric, attempts=outcome.attempts)
 
 
-def train_cell_trial(config: dict, sweep_text: str, threads: float, metric: str | None) -> None:
-    sweep = parse_sweep(sweep_text)
-    specs = cell_specs(sweep, _cell(config))
-    outcome = execute_pack_with_retries([s.config() for s in specs], sweep.device, threads,
-                                        sweep.retries, _reporter(metric))
-    if outcome.error is not None:
-        # the searcher is told nothing it could take for a measurement
-        _failed_report(outcome)
-        return
-    objective = objective_value([r.outcomes for r in outcome.results], sweep.search.objective,
-                                specs[0].train["steps"])
-    _final_report(outcome.results, metric, {OBJECTIVE: objective}, outcome.attempts)
-
-
-# -- the search space of an adaptive sweep -----------------------------------------------------
-def _key(path: str) -> str:
-    return path.replace(".", "__")
-
-
-def _cell(config: dict) -> dict[str, Any]:
-    return {k.replace("__", "."): v for k, v in config.items()}
-
-
-def _domain(axis: Axis):
-    if axis.kind in ("grid", "choice"):
-        return tune.choice(list(axis.values))
-    low, high = axis.values
-    if axis.kind == "int":
-        return tune.randint(low, high + 1)
-    return tune.loguniform(low, high) if axis.kind == "loguniform" else tune.uniform(low, high)
-
-
 # -- driver side -------------------------------------------------------------------------------
+class _StrategySearcher(Searcher):
+    """Tune's view of a strategy: each suggestion is the next pack it proposes.
+
+    Tune calls `suggest` once per free slot (the ConcurrencyLimiter of `max_concurrent_trials`);
+    results reach the strategy through the store callback (stored first, then told), not
+    through `on_trial_complete`.
+    """
+
+    def __init__(self, strategy: Strategy):
+        super().__init__()
+        self.strategy = strategy
+        self.packs: dict[str, list[TrialSpec]] = {}  # Tune trial id -> its pack
+
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        return True  # the strategy has its own space; Tune's metric is the scheduler's
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        if self.strategy.done:
+            return Searcher.FINISHED
+        packs = self.strategy.ask(1)
+        if not packs:
+            if self.strategy.done:
+                return Searcher.FINISHED
+            if not self.packs:
+                raise nothing_proposed(self.strategy)
+            return None  # the strategy waits for a pack that is out
+        (pack,) = packs
+        self.packs[trial_id] = pack
+        return {"pack": json.dumps([s.config() for s in pack], separators=(",", ":"))}
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        pass  # told by _StoreCallback, once the pack's results are stored
+
+    def save_to_dir(self, checkpoint_dir: str, session_str: str = "default") -> None:
+        pass  # Tune's resume is not used: the store and the strategy's own state are
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("strategy", "packs")}
+
+
 def _error_text(trial) -> str:
     """The end of the trial's last traceback.
 
@@ -150,18 +169,21 @@ def _error_text(trial) -> str:
 
 
 class _StoreCallback(tune.Callback):
-    """Hands each finished Tune trial's pack to the Recorder (driver side, single writer)."""
+    """Hands each finished Tune trial's pack to the sink (driver side, single writer)."""
 
-    def __init__(self, specs_of: Callable[[Any], list[TrialSpec]], recorder: Recorder):
-        self.specs_of, self.recorder = specs_of, recorder
+    def __init__(self, searcher: _StrategySearcher, sink: PackSink):
+        self.searcher, self.sink = searcher, sink
         self.rows: dict[str, list] = {}
         self.final: dict[str, dict] = {}
         self.started: set[str] = set()
 
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("searcher", "sink")}
+
     def on_trial_start(self, iteration, trials, trial, **info):
         if trial.trial_id not in self.started:
             self.started.add(trial.trial_id)
-            self.recorder.started(self.specs_of(trial))
+            self.sink.started(self.searcher.packs[trial.trial_id])
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get("final"):
@@ -175,34 +197,48 @@ class _StoreCallback(tune.Callback):
         self.rows.pop(trial.trial_id, None)  # the retry starts again from step 0
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        specs = self.specs_of(trial)
+        specs = self.searcher.packs.pop(trial.trial_id)
         final = self.final.pop(trial.trial_id, None)
         rows = self.rows.pop(trial.trial_id, [])
         attempts = final.get("attempts", 1) if final is not None else 1
         if final is not None and final.get("error") is not None:
-            self.recorder.failed(specs, final["error"], attempts)
+            self.sink.failed(specs, final["error"], attempts)
         elif final is not None:
             by_id = {s.trial_id: s for s in specs}
             results = [result_from_report(by_id[r["trial_id"]], r) for r in final["results"]]
-            self.recorder.finished(specs, results, attempts, final.get("node_id"))
+            self.sink.finished(specs, results, attempts, final.get("node_id"))
         else:  # stopped early by the scheduler: store what it reported, marked "stopped"
             results = [partial_result(spec, [(step, r[k]) for step, r in rows], "stopped", 0.0)
                        for k, spec in enumerate(specs)]
-            self.recorder.finished(specs, results, attempts)
+            self.sink.finished(specs, results, attempts)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         """The pack's worker was lost LOST_PACK_RETRIES + 1 times: leave it pending."""
         self.rows.pop(trial.trial_id, None)
-        self.recorder.lost(self.specs_of(trial), _error_text(trial))
+        self.sink.lost(self.searcher.packs.pop(trial.trial_id), _error_text(trial))
 
 
 class RayTuneExecutor:
-    """Start (or connect to) Ray, run packs as Tune trials, shut down what it started."""
+    """Start (or connect to) Ray, run a strategy's packs as Tune trials, shut down what it
+    started."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None,
                  results_shared: bool = False, verbose: bool = False):
         self.address, self.num_cpus = address, num_cpus
         self.results_shared, self.verbose = results_shared, verbose
+
+    def check(self, sweep: SweepFile, store) -> None:
+        """Packs train on this machine (embedded Ray): its CUDA device must exist; on a
+        cluster (any --address: an autoscaling one may start with only its head) the workers'
+        hosts must reach the results, so a driver-local path needs --results-shared."""
+        if sweep.device != "cpu" and self.address is None:
+            from sweeper.sweep_commands import check_cuda_here
+
+            check_cuda_here(sweep.device)
+        if self.address is not None and store.is_local and not self.results_shared:
+            raise SweeperInputError(f"--results: got the local path {store.root!r} on a Ray "
+                                    "cluster; allowed: an object-store URI (s3://...) or a "
+                                    "shared filesystem marked with --results-shared")
 
     def __enter__(self) -> RayTuneExecutor:
         logging.getLogger("ray").setLevel(logging.ERROR)
@@ -218,90 +254,52 @@ class RayTuneExecutor:
     def __exit__(self, *exc) -> None:
         ray.shutdown()
 
-    def workers(self, cpu_per_trial: float, gpu_per_trial: float = 0) -> int:
+    def capacity(self, sweep: SweepFile) -> int:
         """Packs that can run at once: by CPUs, and by GPUs when each pack takes some."""
         resources = ray.cluster_resources()
-        slots = resources.get("CPU", 1) // max(cpu_per_trial, 1e-9)
-        if gpu_per_trial:
-            slots = min(slots, resources.get("GPU", 0) // gpu_per_trial)
+        slots = resources.get("CPU", 1) // max(sweep.resources["cpu"], 1e-9)
+        if sweep.resources["gpu"]:
+            slots = min(slots, resources.get("GPU", 0) // sweep.resources["gpu"])
         return max(1, int(slots))
 
-    def nodes(self) -> int:
-        return sum(1 for n in ray.nodes() if n.get("Alive"))
-
-    def check_results_reachable(self, store) -> None:
-        """Workers' hosts must reach the results: a driver-local path only on one machine.
-
-        Any --address counts as a cluster (an autoscaling one may start with only its head),
-        unless the user marks the path as a filesystem every node shares.
-        """
-        several = self.address is not None or self.nodes() > 1
-        if several and store.is_local and not self.results_shared:
-            raise SweeperInputError(f"--results: got the local path {store.root!r} on a Ray "
-                                    "cluster; allowed: an object-store URI (s3://...) or a "
-                                    "shared filesystem marked with --results-shared")
-
-    # -- running ------------------------------------------------------------------------------
-    def _fit(self, trainable, param_space: dict, recorder: Recorder, sweep: SweepFile,
-             specs_of: Callable, search_alg=None, num_samples: int = 1) -> None:
-        scheduler, metric, mode = None, None, None
-        if sweep.scheduler is not None:
-            from ray.tune.schedulers import ASHAScheduler
-
-            s = sweep.scheduler
-            scheduler = ASHAScheduler(time_attr="step", max_t=_max_steps(sweep),
-                                      grace_period=s.grace_period,
-                                      reduction_factor=s.reduction_factor)
-            metric, mode = PACK_METRIC, s.mode
-        if search_alg is not None:
-            metric, mode = OBJECTIVE, "max" if sweep.search.direction == "maximize" else "min"
+    def run(self, sweep: SweepFile, strategy: Strategy, sink: PackSink) -> None:
+        scheduler, metric, mode = _scheduler(sweep)
+        watched = PACK_METRIC if scheduler is not None else None
+        searcher = _StrategySearcher(strategy)
+        trainable = tune.with_parameters(train_pack_trial, device=sweep.device,
+                                         threads=sweep.resources["cpu"], metric=metric,
+                                         retries=sweep.retries)
         storage = tempfile.mkdtemp(prefix="sweeper-tune-")
         try:
             tuner = tune.Tuner(
                 tune.with_resources(trainable, _resources(sweep)),
-                param_space=param_space,
-                tune_config=tune.TuneConfig(metric=metric, mode=mode, scheduler=scheduler,
-                                            search_alg=search_alg, num_samples=num_samples,
-                                            reuse_actors=True),
+                tune_config=tune.TuneConfig(
+                    metric=watched, mode=mode, scheduler=scheduler,
+                    search_alg=searcher, num_samples=-1,
+                    max_concurrent_trials=self.capacity(sweep), reuse_actors=True,
+                    trial_dirname_creator=lambda trial: f"pack_{trial.trial_id}"),
                 run_config=tune.RunConfig(
                     name=sweep.name, storage_path=storage, verbose=0,
                     failure_config=tune.FailureConfig(max_failures=LOST_PACK_RETRIES),
                     checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
-                    callbacks=[_StoreCallback(specs_of, recorder)]),
+                    callbacks=[_StoreCallback(searcher, sink)]),
             )
             tuner.fit()
         finally:
             shutil.rmtree(storage, ignore_errors=True)
 
-    def run_packs(self, packs: list[list[TrialSpec]], recorder: Recorder,
-                  sweep: SweepFile) -> None:
-        metric = sweep.scheduler.metric if sweep.scheduler else None
-        configs = [[s.config() for s in pack] for pack in packs]
-        trainable = tune.with_parameters(train_pack_trial, packs=configs, device=sweep.device,
-                                         threads=sweep.resources["cpu"], metric=metric,
-                                         retries=sweep.retries)
-        self._fit(trainable, {"pack": tune.grid_search(list(range(len(packs))))}, recorder,
-                  sweep, lambda trial: packs[trial.config["pack"]])
 
-    def run_optuna(self, sweep: SweepFile, recorder: Recorder, store) -> None:
-        from ray.tune.search.optuna import OptunaSearch
+def _scheduler(sweep: SweepFile) -> tuple[Any, str | None, str | None]:
+    """ASHA from the sweep's `scheduler` (it watches PACK_METRIC), with the metric the workers
+    report per evaluation and the mode; (None, None, None) without one."""
+    if sweep.scheduler is None:
+        return None, None, None
+    from ray.tune.schedulers import ASHAScheduler
 
-        done = stored_cells(store, sweep)
-        remaining = sweep.search.trials - len(done)
-        if remaining <= 0:
-            return
-        warm = [(cell, value) for cell, value in done if not math.isnan(value)]
-        searcher = OptunaSearch(
-            metric=OBJECTIVE, mode="max" if sweep.search.direction == "maximize" else "min",
-            seed=sweep.search.seed,
-            points_to_evaluate=[{_key(k): v for k, v in c.items()} for c, _ in warm] or None,
-            evaluated_rewards=[v for _, v in warm] or None)
-        metric = sweep.scheduler.metric if sweep.scheduler else None
-        trainable = tune.with_parameters(train_cell_trial, sweep_text=sweep.text,
-                                         threads=sweep.resources["cpu"], metric=metric)
-        space = {_key(a.path): _domain(a) for a in sweep.axes}
-        self._fit(trainable, space, recorder, sweep,
-                  lambda trial: cell_specs(sweep, _cell(trial.config)), searcher, remaining)
+    s = sweep.scheduler
+    return (ASHAScheduler(time_attr="step", max_t=_max_steps(sweep),
+                          grace_period=s.grace_period, reduction_factor=s.reduction_factor),
+            s.metric, s.mode)
 
 
 def _resources(sweep: SweepFile) -> dict[str, float]:

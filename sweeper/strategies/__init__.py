@@ -1,0 +1,36 @@
+"""Search strategies: what trains next, apart from where it trains (`sweeper.executors`).
+
+The protocol (`ask` / `tell` / `done`, contract in `sweeper.strategies.base`) is all an executor
+knows of a strategy. `STRATEGIES` is the one place that maps a sweep file's `search.type` to its
+strategy; a new strategy is a module with a class that follows the protocol and one entry here
+(the sweep-file schema in `sweeper.search_space` lists the keys each type takes). Entries are
+imported on use: a grid sweep never imports Optuna.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+from sweeper.errors import UnknownNameError
+from sweeper.strategies.base import Context, Pack, PlannedPacks, Strategy
+
+__all__ = ["STRATEGIES", "Context", "Pack", "PlannedPacks", "Strategy", "make_strategy",
+           "strategy_class"]
+
+STRATEGIES: dict[str, str] = {
+    "grid": "sweeper.strategies.grid:GridStrategy",
+    "random": "sweeper.strategies.random:RandomStrategy",
+    "optuna": "sweeper.strategies.optuna:OptunaStrategy",
+}
+
+
+def strategy_class(search_type: str) -> type:
+    if search_type not in STRATEGIES:
+        raise UnknownNameError("search.type", search_type, STRATEGIES)
+    module, name = STRATEGIES[search_type].split(":")
+    return getattr(import_module(module), name)
+
+
+def make_strategy(context: Context) -> Strategy:
+    """The strategy of `context.sweep.search.type`, started on what is stored."""
+    return strategy_class(context.sweep.search.type).start(context)

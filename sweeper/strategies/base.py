@@ -1,0 +1,121 @@
+"""The strategy protocol: what proposes packs to train and learns from their results.
+
+A strategy decides *what* trains; an executor (`sweeper.executors`) decides *where*. The two
+meet only through this protocol, so every strategy runs on every executor:
+
+    strategy = make_strategy(context)          # sweeper.strategies: picked by search.type
+    while not strategy.done:                   # (the executor's loop, in spirit)
+        for pack in strategy.ask(free_slots):  # packs of TrialSpecs that share tensor shapes
+            ... train it somewhere ...
+            strategy.tell(pack, results)       # after the Recorder has stored them
+    strategy.close()
+
+The contract:
+
+- `start(context)` (a classmethod) builds the strategy from the sweep and what is stored; it
+  may refuse bad input with a `SweeperInputError` before anything is written.
+- `ask(n)` returns at most n new packs. No trial id it proposes is stored or already out, so
+  nothing stored is ever trained again. An empty list means "nothing until a pack that is
+  out is told"; it is allowed only while some pack is out (or once `done`).
+- `tell(pack, results)` is called exactly once for every pack `ask` returned, on the driver,
+  after the pack's results were stored: `results` holds one `TrialResult` per spec (status
+  ok, diverged, failed or stopped), or is None when the pack's worker was lost and nothing was
+  stored (the pack stays pending for the next run).
+- `done` is True once the strategy will propose nothing more in this run; executors then stop
+  asking and wait for the packs that are out.
+- `planned` is how many trials it expects to train in this run (the progress line's total),
+  None when it cannot say.
+- `close()` releases what it holds (a database connection); called once, also after errors.
+
+A strategy is deterministic given what is stored (and, for Optuna, the sweep's study), and it
+never writes results: the Recorder stays their single writer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from sweeper.spec import TrialResult, TrialSpec
+
+if TYPE_CHECKING:
+    from sweeper.plan import Plan
+    from sweeper.results import Store
+    from sweeper.search_space import SweepFile
+
+Pack = list[TrialSpec]
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a strategy starts from: the run's plan (the sweep, what is stored, and for grid
+    and random every spec), the store, and how packs are to be sized."""
+
+    plan: Plan
+    store: Store
+    pack_size: int | None  # None: packs sized for `workers` (plan.form_packs)
+    workers: int  # packs the executor can train at once
+
+    @property
+    def sweep(self) -> SweepFile:
+        return self.plan.sweep
+
+    @property
+    def stored(self) -> set[str]:
+        """Trial ids stored before this run."""
+        return self.plan.stored
+
+
+class Strategy(Protocol):
+    """See the module's docstring for the contract."""
+
+    planned: int | None
+
+    @classmethod
+    def start(cls, context: Context) -> Strategy: ...
+
+    def ask(self, n: int) -> list[Pack]: ...
+
+    def tell(self, pack: Pack, results: list[TrialResult] | None) -> None: ...
+
+    @property
+    def done(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class PlannedPacks:
+    """A strategy whose packs are all known before the run starts (grid and random search):
+    every pending spec, packed by `plan.form_packs`, handed out in order; results teach it
+    nothing."""
+
+    def __init__(self, packs: list[Pack]):
+        self._packs = list(packs)
+        self._next = 0
+        self.planned: int | None = sum(len(p) for p in self._packs)
+
+    @classmethod
+    def start(cls, context: Context) -> PlannedPacks:
+        from sweeper.plan import form_packs
+
+        return cls(form_packs(context.plan.pending, context.pack_size, context.workers))
+
+    @property
+    def packs(self) -> list[Pack]:
+        """Every pack of the run, in the order `ask` hands them out."""
+        return list(self._packs)
+
+    def ask(self, n: int) -> list[Pack]:
+        packs = self._packs[self._next:self._next + max(0, n)]
+        self._next += len(packs)
+        return packs
+
+    def tell(self, pack: Pack, results: list[TrialResult] | None) -> None:
+        """Nothing to learn: a lost pack stays pending in the store for the next run."""
+
+    @property
+    def done(self) -> bool:
+        return self._next >= len(self._packs)
+
+    def close(self) -> None:
+        pass

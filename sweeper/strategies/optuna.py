@@ -1,0 +1,294 @@
+"""Optuna search through Optuna's own ask/tell API, on any executor.
+
+A cell (one value per axis) is one Optuna trial, trained as one pack of its pending seeds; its
+value is `runner.objective_value` of `search.objective` over the cell's counted seeds (statuses
+ok and diverged, as `sweeper.results.counted`). A cell whose trials all failed is told FAIL,
+one stopped by the scheduler PRUNED, one whose worker was lost FAIL (nothing is stored: the
+next run proposes again).
+
+Where the study lives. On a local results root the study is `<root>/<sweep>/optuna.db`
+(SQLite, study name = the sweep's name): `optuna.load_study(study_name=NAME,
+storage="sqlite:///<root>/<sweep>/optuna.db")` or `optuna-dashboard sqlite:///...` open it,
+while the sweep runs or after. Running the sweep again continues the same study:
+
+- trials a killed run left RUNNING are told from the store when their cell was stored (the run
+  died between storing and telling), else told FAIL and their cell enqueued, so this run trains
+  it first;
+- cells stored but unknown to the study (its file deleted, or stored before it existed) are
+  added to it as finished trials.
+
+The Parquet store stays the record; the study is the searcher's memory. Elsewhere (an object
+store such as s3://, or memory://) SQLite cannot live beside the results, so each run builds an
+in-memory study from the stored cells (the same adding as above) and continues from there.
+
+`search.trials` is the study's size: a trial counts once its cell's trials are stored, whatever
+their status, so a re-run proposes only what is missing. A cell whose trials are all stored
+already is told from the store without training; one that is out already is told with it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import optuna
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
+from optuna.trial import TrialState
+
+from sweeper.errors import SweeperInputError
+from sweeper.plan import cell_specs
+from sweeper.results import COUNTED_STATUSES, counted
+from sweeper.runner import objective_value
+from sweeper.spec import TrialResult
+from sweeper.strategies.base import Context, Pack
+
+if TYPE_CHECKING:
+    from sweeper.results import Store
+    from sweeper.search_space import Axis, SweepFile
+
+STUDY_FILE = "optuna.db"
+FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
+
+
+def study_storage(store: Store, sweep: str) -> str | None:
+    """The study's storage URL beside a local sweep's results; None for other roots."""
+    if not store.is_local:
+        return None
+    return f"sqlite:///{os.path.join(store.path(sweep), STUDY_FILE)}"
+
+
+def distribution(axis: Axis) -> BaseDistribution:
+    if axis.kind in ("grid", "choice"):
+        return CategoricalDistribution(list(axis.values))
+    low, high = axis.values
+    if axis.kind == "int":
+        return IntDistribution(int(low), int(high))
+    return FloatDistribution(float(low), float(high), log=axis.kind == "loguniform")
+
+
+def _fits(params: dict[str, Any], distributions: dict[str, BaseDistribution]) -> bool:
+    """Whether a point lies in the current search space (the axes may have changed)."""
+    if set(params) != set(distributions):
+        return False
+    try:
+        return all(d._contains(d.to_internal_repr(params[k])) for k, d in distributions.items())
+    except (ValueError, TypeError):
+        return False
+
+
+def _plain(value: Any) -> Any:
+    """A Python scalar from a pandas/numpy one (trial ids hash Python values)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def _sampler_seed(seed: int, trials: int) -> int:
+    """The sampler's seed for a run that finds `trials` in the study: a resumed run must not
+    replay the random start of the run before it (same proposals, all of them stored)."""
+    return int(np.random.SeedSequence([seed, trials]).generate_state(1)[0])
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """What the study needs of one stored trial."""
+
+    status: str
+    counted: bool  # a seed of its cell (`sweeper.results.counted`)
+    value: Any  # the objective's outcome (None: a step outcome never reached, or not counted)
+    steps: int
+
+
+def _stored_trials(store: Store, sweep: SweepFile) -> tuple[dict[str, _Stored], Any]:
+    """Every stored trial of the sweep, and the frame they came from (None when empty)."""
+    data = store.dataset(sweep.name, "trials")
+    if data is None:
+        return {}, None
+    objective = sweep.search.objective
+    wanted = ["trial_id", "status", "learned", "train.steps", objective,
+              *(a.column for a in sweep.axes)]
+    names = set(data.schema.names)
+    frame = data.to_table(columns=list(dict.fromkeys(c for c in wanted if c in names))
+                          ).to_pandas()
+    ok = counted(frame).to_numpy()
+    values = frame[objective].astype(object).where(frame[objective].notna(), None)
+    trials = {tid: _Stored(status, bool(keep), _plain(value), int(steps))
+              for tid, status, value, steps, keep in zip(
+                  frame["trial_id"], frame["status"], values, frame["train.steps"], ok)}
+    return trials, frame
+
+
+class OptunaStrategy:
+    """Cells proposed by an Optuna study, told what their packs measured."""
+
+    def __init__(self, sweep: SweepFile, study: optuna.Study, storage: Any,
+                 stored: dict[str, _Stored]):
+        self.sweep, self.study, self._storage = sweep, study, storage
+        self.distributions = {a.path: distribution(a) for a in sweep.axes}
+        self._trials = stored  # trial id -> what is stored (this run's tells added)
+        self._out: dict[tuple[str, ...], list[int]] = {}  # a cell's ids -> its trial numbers
+        self._cell_of: dict[tuple[str, ...], tuple[str, ...]] = {}  # a pack's ids -> its cell's
+        self.remaining = 0
+        self.planned: int | None = 0
+
+    # -- starting: open the study, settle what a killed run left ------------------------------
+    @classmethod
+    def start(cls, context: Context) -> OptunaStrategy:
+        sweep, store = context.sweep, context.store
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        stored, frame = _stored_trials(store, sweep)
+        url = study_storage(store, sweep.name)
+        if url is not None:
+            os.makedirs(store.path(sweep.name), exist_ok=True)
+            storage = optuna.storages.RDBStorage(url)
+        else:
+            storage = optuna.storages.InMemoryStorage()
+        study = optuna.create_study(study_name=sweep.name, storage=storage,
+                                    direction=sweep.search.direction, load_if_exists=True)
+        strategy = cls(sweep, study, storage, stored)
+        try:
+            strategy._check_direction(url)
+            strategy._settle_running()
+            strategy._add_unknown_cells(frame)
+        except BaseException:
+            strategy.close()
+            raise
+        study.sampler = optuna.samplers.TPESampler(
+            seed=_sampler_seed(sweep.search.seed, len(study.trials)))
+        strategy.remaining = max(0, sweep.search.trials - strategy.counted())
+        strategy.planned = strategy.remaining * len(sweep.seeds)
+        return strategy
+
+    def _check_direction(self, url: str | None) -> None:
+        have = self.study.direction.name.lower()
+        if have != self.sweep.search.direction:
+            raise SweeperInputError(
+                f"search.direction: got {self.sweep.search.direction!r}, but the sweep's study "
+                f"({url}) was made to {have}; allowed: {have!r}, or a new sweep name")
+
+    def _settle_running(self) -> None:
+        """Trials a killed run left RUNNING: told from the store if their cell was stored,
+        else told FAIL, their cell enqueued to be trained first."""
+        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            ids = tuple(trial.user_attrs.get("trial_ids", ()))
+            if ids and all(i in self._trials for i in ids):
+                self._finish(trial.number, *self._measure(ids))
+                continue
+            self.study.tell(trial.number, state=TrialState.FAIL)
+            if _fits(trial.params, self.distributions):
+                self.study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+
+    def _add_unknown_cells(self, frame: Any) -> None:
+        """Stored cells the study has never seen (no trial names their ids) become finished
+        trials of it: all of them for an in-memory study, a lost study file's otherwise."""
+        columns = [a.column for a in self.sweep.axes]
+        if frame is None or not set(columns) <= set(frame.columns):
+            return
+        known = {i for t in self.study.get_trials(deepcopy=False)
+                 for i in t.user_attrs.get("trial_ids", ())}
+        for key, _ in frame.groupby(columns, sort=True):
+            cell = {a.path: _plain(v) for a, v in zip(self.sweep.axes, key)}
+            if not _fits(cell, self.distributions):
+                continue
+            try:
+                ids = tuple(s.trial_id for s in cell_specs(self.sweep, cell))
+            except SweeperInputError:
+                continue
+            if known.intersection(ids):
+                continue
+            state, value = self._measure(ids)
+            self.study.add_trial(optuna.trial.create_trial(
+                params=cell, distributions=self.distributions, state=state,
+                value=value if state == TrialState.COMPLETE else None,
+                user_attrs={"trial_ids": list(ids), "from_store": True}))
+            known.update(ids)
+
+    def counted(self) -> int:
+        """Finished trials of the study whose cells are stored: what `search.trials` counts."""
+        return sum(1 for t in self.study.get_trials(deepcopy=False, states=FINISHED)
+                   if t.user_attrs.get("trial_ids")
+                   and all(i in self._trials for i in t.user_attrs["trial_ids"]))
+
+    # -- the protocol ------------------------------------------------------------------------
+    def ask(self, n: int) -> list[Pack]:
+        packs: list[Pack] = []
+        while len(packs) < n and self.remaining > 0:
+            self.remaining -= 1
+            pack = self._propose()
+            if pack is not None:
+                packs.append(pack)
+        return packs
+
+    def _propose(self) -> Pack | None:
+        """One new Optuna trial: its cell's pending seeds, or None when there is nothing to
+        train for it (stored already: told now; out already: told with that pack)."""
+        trial = self.study.ask(self.distributions)
+        cell = {path: trial.params[path] for path in self.distributions}
+        try:
+            specs = cell_specs(self.sweep, cell)
+        except SweeperInputError as exc:  # a point of the ranges that makes no valid trial
+            trial.set_user_attr("error", str(exc))
+            self.study.tell(trial.number, state=TrialState.FAIL)
+            print(f"warning: optuna proposed an invalid cell: {exc}", file=sys.stderr)
+            return None
+        ids = tuple(s.trial_id for s in specs)
+        trial.set_user_attr("trial_ids", list(ids))
+        if ids in self._out:
+            self._out[ids].append(trial.number)
+            return None
+        pending = [s for s in specs if s.trial_id not in self._trials]
+        if not pending:
+            self._finish(trial.number, *self._measure(ids))
+            return None
+        self._out[ids] = [trial.number]
+        self._cell_of[tuple(s.trial_id for s in pending)] = ids
+        return pending
+
+    def tell(self, pack: Pack, results: list[TrialResult] | None) -> None:
+        ids = self._cell_of.pop(tuple(s.trial_id for s in pack))
+        numbers = self._out.pop(ids)
+        if results is None:  # lost with its worker: nothing stored, the next run proposes
+            for number in numbers:
+                self.study.tell(number, state=TrialState.FAIL)
+            return
+        objective = self.sweep.search.objective
+        for r in results:
+            keep = r.status in COUNTED_STATUSES and r.outcomes.get("learned") is not None
+            self._trials[r.trial_id] = _Stored(r.status, keep, r.outcomes.get(objective),
+                                               int(r.spec.train["steps"]))
+        state, value = self._measure(ids)
+        for number in numbers:
+            self._finish(number, state, value)
+
+    @property
+    def done(self) -> bool:
+        return self.remaining <= 0
+
+    def close(self) -> None:
+        if isinstance(self._storage, optuna.storages.RDBStorage):
+            self._storage.remove_session()
+            self._storage.engine.dispose()
+
+    # -- measuring a cell --------------------------------------------------------------------
+    def _measure(self, ids: tuple[str, ...]) -> tuple[TrialState, float | None]:
+        rows = [self._trials[i] for i in ids if i in self._trials]
+        if any(r.status == "stopped" for r in rows):
+            return TrialState.PRUNED, None
+        objective = self.sweep.search.objective
+        steps = rows[0].steps if rows else 0
+        value = objective_value([{objective: r.value} for r in rows if r.counted], objective,
+                                steps)
+        return (TrialState.FAIL, None) if math.isnan(value) else (TrialState.COMPLETE, value)
+
+    def _finish(self, number: int, state: TrialState, value: float | None) -> None:
+        if state == TrialState.COMPLETE:
+            self.study.tell(number, value)
+        else:
+            self.study.tell(number, state=state)

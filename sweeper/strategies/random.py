@@ -1,0 +1,37 @@
+"""Random search: `search.trials` cells drawn from the axes by a generator seeded with
+`search.seed`, so the same file always draws the same cells."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sweeper.strategies.base import PlannedPacks
+
+if TYPE_CHECKING:
+    from sweeper.search_space import Axis, SweepFile
+
+
+def random_cells(sweep: SweepFile) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(sweep.search.seed)
+    return [{axis.path: draw(axis, rng) for axis in sweep.axes}
+            for _ in range(sweep.search.trials)]
+
+
+def draw(axis: Axis, rng: np.random.Generator) -> Any:
+    """One value of an axis: uniform over grid/choice values and int ranges, uniform or
+    log-uniform over float ranges."""
+    if axis.kind in ("grid", "choice"):
+        return axis.values[int(rng.integers(len(axis.values)))]
+    low, high = axis.values
+    if axis.kind == "int":
+        return int(rng.integers(low, high + 1))
+    if axis.kind == "loguniform":
+        return float(math.exp(rng.uniform(math.log(low), math.log(high))))
+    return float(rng.uniform(low, high))
+
+
+class RandomStrategy(PlannedPacks):
+    """Every pending spec of the drawn cells (`plan.expand`), packed up front."""
