@@ -70,7 +70,7 @@ def sweep_from(source: str | os.PathLike | Mapping[str, Any],
     """A validated `SweepFile` from a path, YAML text or a mapping, with overrides merged."""
     import yaml
 
-    from sweeper.search_space import load_sweep, parse_sweep
+    from sweeper.search_space import load_sweep, parse_sweep, parse_yaml
 
     if isinstance(source, Mapping):
         text = yaml.safe_dump(dict(source), sort_keys=False)
@@ -83,7 +83,7 @@ def sweep_from(source: str | os.PathLike | Mapping[str, Any],
                 text = f.read()
     if not overrides:
         return parse_sweep(text)
-    data = yaml.safe_load(text)
+    data = parse_yaml(text)
     return parse_sweep(yaml.safe_dump(_merged(data, overrides), sort_keys=False))
 
 

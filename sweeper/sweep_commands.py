@@ -173,14 +173,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="show what a sweep file expands to; runs nothing")
     p.add_argument("file")
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
-    p.add_argument("--rows", type=int, default=10)
+    p.add_argument("--rows", type=int, default=10, help="trials to list (default 10)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="workers assumed for the automatic pack size")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", help="run a sweep (embedded local Ray unless --address)")
     p.add_argument("file")
-    p.add_argument("--results")
+    p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
     p.add_argument("--address", help="an existing Ray cluster (e.g. auto, or HEAD:6379)")
     p.add_argument("--pack-size", type=int, help="specs per pack (default: automatic)")
     p.add_argument("--executor", choices=("ray", "local"), default="ray",
@@ -197,15 +197,17 @@ def register(sub: argparse._SubParsersAction) -> None:
                              ("compact", cmd_compact, "merge a sweep's small Parquet files")):
         p = sub.add_parser(name, help=text)
         p.add_argument("sweep", help="a sweep name, RESULTS/SWEEP, or the sweep file")
-        p.add_argument("--results")
+        p.add_argument("--results", help=f"results root (default {DEFAULT_RESULTS})")
         p.set_defaults(func=func)
 
     p = sub.add_parser("submit", help="submit a sweep as a Ray job and stream its progress")
     p.add_argument("file")
     p.add_argument("--address", required=True, help="the job server, http://HEAD:8265")
-    p.add_argument("--results")
-    p.add_argument("--pack-size", type=int)
-    p.add_argument("--results-shared", action="store_true")
+    p.add_argument("--results", help="results root every node reaches (s3://..., or a shared "
+                   "path with --results-shared)")
+    p.add_argument("--pack-size", type=int, help="specs per pack (default: automatic)")
+    p.add_argument("--results-shared", action="store_true",
+                   help="the local results path is a filesystem every node shares")
     p.add_argument("--env", action="append", default=[], metavar="NAME",
                    help="an environment variable to pass to the job (repeatable)")
     p.set_defaults(func=cmd_submit)
