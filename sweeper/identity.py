@@ -1,0 +1,73 @@
+"""A sweep's identity: what its name stands for, so that one name never pools two studies.
+
+The fingerprint hashes the configuration that is not an axis: task and model ids, every
+resolved fixed parameter (defaults included, so a changed default counts too), the step budget
+and the search (without its budget of trials). Axes and seeds are left out: adding values or
+seeds extends the same study. The manifest keeps the fingerprint of each version of the sweep
+file that has run; a run whose identity differs from the stored one is refused, naming what
+differs, unless the user gives the sweep a new name or passes `--extend`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from sweeper.errors import SweeperInputError
+from sweeper.search_space import SweepFile
+
+
+def identity(sweep: SweepFile) -> dict[str, Any]:
+    """The flat configuration a fingerprint hashes (column -> value)."""
+    from sweeper.spec import make_spec
+
+    probe = make_spec(sweep.task, sweep.model, sweep.fixed["task"], sweep.fixed["model"],
+                      sweep.fixed["train"], 0, sweep.device)
+    axes = {a.column for a in sweep.axes}
+    flat = {k: v for k, v in probe.flat().items() if k not in axes and k != "seed"}
+    derived = {f"task.{k}" for k in probe.make_task().derived()}
+    flat = {k: v for k, v in flat.items() if k not in derived}
+    search = {k: v for k, v in vars(sweep.search).items() if k not in ("trials", "budget")}
+    flat.update({f"search.{k}": v for k, v in search.items() if v is not None})
+    return flat
+
+
+def fingerprint(config: dict[str, Any]) -> str:
+    text = json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_same_study(sweep: SweepFile, manifest: dict[str, Any] | None, extend: bool) -> None:
+    """Refuse a sweep file whose non-axis configuration differs from the stored sweep's."""
+    if not manifest or "identity" not in manifest or extend:
+        return
+    mine, stored = identity(sweep), manifest["identity"]
+    # keys on one side only are a newer or older sweeper's (a parameter or search option added
+    # since): their old values cannot be known, and the trial ids tell those trials apart
+    changes = [f"{k}: {stored[k]!r} -> {mine[k]!r}" for k in sorted(set(mine) & set(stored))
+               if mine[k] != stored[k]]
+    if not changes:
+        return
+    raise SweeperInputError(
+        f"name: sweep {sweep.name!r} is stored with another configuration "
+        f"({'; '.join(changes[:4])}{'; ...' if len(changes) > 4 else ''}); allowed: the same "
+        "configuration, a new name, or --extend to add these trials to the stored sweep")
+
+
+def versions(sweep: SweepFile, manifest: dict[str, Any] | None,
+             overrides: list[str] | None = None) -> list[dict[str, Any]]:
+    """The manifest's list of the sweep file's versions that have run, with this one added
+    when it is new (by fingerprint and text)."""
+    import datetime as dt
+
+    known = list((manifest or {}).get("versions", []))
+    mine = identity(sweep)
+    entry = {"fingerprint": fingerprint(mine), "sweep_file": sweep.text,
+             "overrides": list(overrides or [])}
+    if not any(v.get("fingerprint") == entry["fingerprint"]
+               and v.get("sweep_file") == entry["sweep_file"]
+               and v.get("overrides", []) == entry["overrides"] for v in known):
+        entry["first_run"] = dt.datetime.now(dt.timezone.utc).isoformat()
+        known.append(entry)
+    return known

@@ -1,0 +1,243 @@
+"""One driver per sweep: a lease on the sweep's folder, taken before anything is written.
+
+`sweeper run` (and `compact`) hold `<sweep>/lease.json` for as long as they write. A second
+driver finds it held and stops at once naming the holder (`LeaseHeld`, exit status 2), or
+waits for it (`wait=True`). Exactly-once storage then holds however many drivers are started:
+only the holder plans, trains and writes.
+
+How each backend makes taking the lease atomic, and how a dead holder's lease is freed:
+
+- **Local disks** (and filesystems every node shares): an exclusive `flock` on the lease file,
+  held by an open descriptor. The kernel releases it when the holder exits, however it exits
+  (SIGKILL included), so a killed driver's lease is free at once; the file keeps the holder's
+  host, pid and start time for messages. The file is never deleted (a waiter blocked on the old
+  inode would otherwise lock a file nobody else sees).
+- **S3**: a conditional put. Taking: `If-None-Match: *` (only one create succeeds).
+  Heartbeat: every HEARTBEAT_S the holder rewrites it with `If-Match: <its ETag>`. A lease whose
+  heartbeat is older than STALE_AFTER_S (its holder was killed) is taken over with `If-Match:
+  <the stale ETag>`, so of two drivers taking over one wins. A holder whose heartbeat write is
+  refused has lost the lease and says so.
+- **In memory** (tests): a lock per lease, within the process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeper.results.errors import ResultsInputError
+
+LEASE = "lease.json"
+HEARTBEAT_S = 5.0
+STALE_AFTER_S = 30.0
+WAIT_POLL_S = 1.0
+
+
+class LeaseHeld(ResultsInputError):
+    """Another driver holds the sweep (exit status 2)."""
+
+
+def _holder(token: str) -> dict[str, Any]:
+    now = time.time()
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": now,
+            "heartbeat": now, "token": token, "argv": " ".join(sys.argv)[:300]}
+
+
+def describe(holder: dict[str, Any]) -> str:
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder.get("started", 0)))
+    beat = time.time() - float(holder.get("heartbeat", holder.get("started", 0)))
+    return (f"{holder.get('host', '?')} pid {holder.get('pid', '?')} since {started} "
+            f"(last heartbeat {beat:.0f} s ago)")
+
+
+@dataclass
+class Lease:
+    """A held lease; `release()` (or leaving the `with` block) gives it back."""
+
+    sweep: str
+    holder: dict[str, Any]
+    took_over: dict[str, Any] | None = None  # the dead holder it replaced, if any
+    _release: Any = field(default=None, repr=False)
+
+    def release(self) -> None:
+        if self._release is not None:
+            self._release()
+            self._release = None
+
+    def __enter__(self) -> Lease:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def acquire(store: Any, sweep: str, wait: bool = False, stream=None) -> Lease:
+    """Take the sweep's lease, or raise `LeaseHeld` naming the holder; with `wait`, poll until
+    it is free (saying once that it waits)."""
+    stream = sys.stderr if stream is None else stream
+    told = False
+    while True:
+        try:
+            lease = _try(store, sweep)
+        except LeaseHeld as held:
+            if not wait:
+                raise
+            if not told:
+                stream.write(f"waiting: {held}\n")
+                stream.flush()
+                told = True
+            time.sleep(WAIT_POLL_S)
+            continue
+        if lease.took_over is not None:
+            stream.write(f"note: took over the lease of sweep {sweep} from "
+                         f"{describe(lease.took_over)}, which is no longer running\n")
+            stream.flush()
+        return lease
+
+
+def _held(sweep: str, holder: dict[str, Any]) -> LeaseHeld:
+    return LeaseHeld(f"sweep {sweep}: being run by {describe(holder)}; allowed: one driver per "
+                     "sweep (wait for it, or pass --wait)")
+
+
+def _try(store: Any, sweep: str) -> Lease:
+    if store.uri.startswith("memory://"):
+        return _memory(store, sweep)
+    if store.is_local:
+        return _local(store, sweep)
+    if store.uri.startswith("s3://") and store.put_object is not None:
+        return _s3(store, sweep)
+    return Lease(sweep, _holder(uuid.uuid4().hex))  # other filesystems: no lease (documented)
+
+
+# -- local disks: flock --------------------------------------------------------------------
+def _local(store: Any, sweep: str) -> Lease:
+    import fcntl
+
+    folder = store.path(sweep)
+    os.makedirs(folder, exist_ok=True)
+    fd = os.open(os.path.join(folder, LEASE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_fd(fd)
+        os.close(fd)
+        raise _held(sweep, holder or {"host": "another process"}) from None
+    previous = _read_fd(fd)
+    holder = _holder(uuid.uuid4().hex)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, json.dumps(holder).encode(), 0)
+
+    def release() -> None:
+        os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+    return Lease(sweep, holder, previous or None, release)
+
+
+def _read_fd(fd: int) -> dict[str, Any]:
+    try:
+        data = os.pread(fd, 1 << 16, 0)
+        return json.loads(data) if data.strip() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+# -- S3: conditional puts and a heartbeat ------------------------------------------------
+def _s3(store: Any, sweep: str) -> Lease:
+    client, bucket, key = _s3_client(store, sweep)
+    from botocore.exceptions import ClientError
+
+    holder = _holder(uuid.uuid4().hex)
+    took_over = None
+    try:
+        etag = client.put_object(Bucket=bucket, Key=key, Body=json.dumps(holder).encode(),
+                                 IfNoneMatch="*")["ETag"]
+    except ClientError as exc:
+        if not _precondition_failed(exc):
+            raise
+        current = client.get_object(Bucket=bucket, Key=key)
+        previous = json.loads(current["Body"].read() or b"{}")
+        if time.time() - float(previous.get("heartbeat", 0)) < STALE_AFTER_S:
+            raise _held(sweep, previous) from None
+        try:
+            etag = client.put_object(Bucket=bucket, Key=key, Body=json.dumps(holder).encode(),
+                                     IfMatch=current["ETag"])["ETag"]
+        except ClientError as again:
+            if _precondition_failed(again):  # another driver took it over first
+                raise _held(sweep, previous) from None
+            raise
+        took_over = previous
+    state = {"etag": etag, "lost": False}
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            holder["heartbeat"] = time.time()
+            try:
+                state["etag"] = client.put_object(Bucket=bucket, Key=key,
+                                                  Body=json.dumps(holder).encode(),
+                                                  IfMatch=state["etag"])["ETag"]
+            except ClientError as exc:
+                if _precondition_failed(exc):
+                    state["lost"] = True
+                    sys.stderr.write(f"warning: sweep {sweep}: the lease was taken over by "
+                                     "another driver (this one stalled)\n")
+                    return
+            except Exception:  # noqa: BLE001 - a missed beat is retried at the next one
+                pass
+
+    thread = threading.Thread(target=beat, name=f"lease-{sweep}", daemon=True)
+    thread.start()
+
+    def release() -> None:
+        stop.set()
+        thread.join(timeout=HEARTBEAT_S * 2)
+        if not state["lost"]:
+            try:
+                current = client.get_object(Bucket=bucket, Key=key)
+                if json.loads(current["Body"].read() or b"{}").get("token") == holder["token"]:
+                    client.delete_object(Bucket=bucket, Key=key)
+            except ClientError:
+                pass
+
+    return Lease(sweep, holder, took_over, release)
+
+
+def _s3_client(store: Any, sweep: str):
+    from sweeper.results.store import s3_client
+
+    bucket, _, key = store.path(sweep, LEASE).partition("/")
+    return s3_client(store.uri), bucket, key
+
+
+def _precondition_failed(exc: Exception) -> bool:
+    error = getattr(exc, "response", {}).get("Error", {})
+    return error.get("Code") in ("PreconditionFailed", "412", "ConditionalRequestConflict")
+
+
+# -- in memory: one lock per lease in this process -----------------------------------------
+_MEMORY: dict[str, dict[str, Any]] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+def _memory(store: Any, sweep: str) -> Lease:
+    key = f"{store.uri}/{sweep}"
+    with _MEMORY_LOCK:
+        if key in _MEMORY:
+            raise _held(sweep, _MEMORY[key])
+        holder = _MEMORY[key] = _holder(uuid.uuid4().hex)
+
+    def release() -> None:
+        with _MEMORY_LOCK:
+            _MEMORY.pop(key, None)
+
+    return Lease(sweep, holder, None, release)
