@@ -191,3 +191,23 @@ def test_optuna_with_s3_results_keeps_its_study_in_memory(s3, prefix, tmp_path):
     trials = Store.open(uri).read(SWEEP, "trials").to_pandas()
     assert len(trials) == 2 and trials["task.hardness"].nunique() == 2
     assert not (tmp_path / SWEEP).exists()
+
+
+# -- the lease on S3: conditional puts -------------------------------------------------------
+def test_an_s3_lease_is_taken_once_and_a_stale_one_is_taken_over(store, monkeypatch):
+    from sweeper.results import lease
+
+    first = lease.acquire(store, SWEEP)
+    with pytest.raises(lease.LeaseHeld, match="one driver per sweep"):
+        lease.acquire(store, SWEEP)
+    # a holder that stopped beating (killed): its lease is stale after STALE_AFTER_S
+    first._release = None  # forget it without releasing, as a killed driver would
+    monkeypatch.setattr(lease, "STALE_AFTER_S", 0.0)
+    second = lease.acquire(store, SWEEP)
+    assert second.took_over is not None and second.took_over["token"] == first.holder["token"]
+    monkeypatch.setattr(lease, "STALE_AFTER_S", 30.0)
+    with pytest.raises(lease.LeaseHeld):
+        lease.acquire(store, SWEEP)
+    second.release()
+    with lease.acquire(store, SWEEP) as third:
+        assert third.took_over is None

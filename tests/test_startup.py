@@ -36,7 +36,7 @@ def results(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("argv", [
-    ["--help"], ["tasks"], ["plan", QUICK, "--results", "{results}"],
+    ["--help"], ["tasks"], ["plan", QUICK, "--results", "{results}", "--no-estimate"],
     ["status", "{results}/tiny.yaml", "--results", "{results}"], ["status", "{results}/tiny"],
     ["query", "{results}/tiny", "--where", "task.cooccurrence == 0.5"],
     ["phase", "{results}/tiny", "--x", "task.cooccurrence", "--y", "seed", "--facet", "none",

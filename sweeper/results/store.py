@@ -149,14 +149,9 @@ def _with_metadata(table: pa.Table, extra: dict[str, str] | None = None) -> pa.T
     return table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
 
 
-def _s3_put(uri: str):
-    """A single PutObject per file: the object appears whole or not at all.
-
-    pyarrow's S3 output stream uploads in parts (CreateMultipartUpload, UploadPart, Complete),
-    which some S3 servers reject for small files; one put is simpler and atomic. Endpoint,
-    scheme and region come from the URI's query, credentials from the environment (boto3's
-    default chain), never from a sweep file. Without boto3, pyarrow's stream is used.
-    """
+def s3_client(uri: str):
+    """A boto3 S3 client for a results URI (endpoint, scheme and region from its query;
+    credentials from the environment), or None without boto3."""
     from urllib.parse import parse_qs, urlsplit
 
     try:
@@ -167,7 +162,20 @@ def _s3_put(uri: str):
     endpoint = query.get("endpoint_override")
     if endpoint and "://" not in endpoint:
         endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
-    client = boto3.client("s3", endpoint_url=endpoint, region_name=query.get("region"))
+    return boto3.client("s3", endpoint_url=endpoint, region_name=query.get("region"))
+
+
+def _s3_put(uri: str):
+    """A single PutObject per file: the object appears whole or not at all.
+
+    pyarrow's S3 output stream uploads in parts (CreateMultipartUpload, UploadPart, Complete),
+    which some S3 servers reject for small files; one put is simpler and atomic. Endpoint,
+    scheme and region come from the URI's query, credentials from the environment (boto3's
+    default chain), never from a sweep file. Without boto3, pyarrow's stream is used.
+    """
+    client = s3_client(uri)
+    if client is None:  # pragma: no cover
+        return None
 
     def put(path: str, data: bytes) -> None:
         bucket, _, key = path.partition("/")
