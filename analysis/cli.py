@@ -1,4 +1,4 @@
-"""The `query`, `phase` and `report` subcommands, registered on the `sweeper` command's parser.
+"""The `query`, `phase`, `report`, `seeds` and `dashboard` subcommands, registered on the `sweeper` command's parser.
 
 `register(subparsers)` adds them; each sets `func(args) -> int`. Bad input (an unknown column,
 a malformed where or SQL, a bad threshold) prints one line on stderr and returns 2.
@@ -200,11 +200,106 @@ def _add_report(subparsers) -> None:
     p.set_defaults(func=run_report, analysis_command="report")
 
 
+# ---------------------------------------------------------------- seeds
+
+MAX_SEED_CELLS = 16
+
+
+@_one_line_errors
+def run_seeds(args: argparse.Namespace) -> int:
+    from . import plots
+    from .phase import default_outcome
+    from .seeds import cell_keys, seed_metrics, split_cells
+
+    _check_suffix(args.output, plots.FORMATS, "-o")
+    results = _load(args, where=args.where)
+    if results.trials.empty:
+        raise AnalysisInputError(f"--where {args.where!r} selects no trials"
+                                 if args.where else "the sweep has no trials")
+    outcome = args.outcome or default_outcome(results)
+    metrics = _columns(args.metrics) or seed_metrics(results)
+    keys = cell_keys(_load(args), args.by)
+    cells = split_cells(results.trials, keys)
+    if len(cells) > MAX_SEED_CELLS:
+        raise AnalysisInputError(
+            f"--where selects {len(cells)} cells (by {', '.join(keys)}); allowed: at most "
+            f"{MAX_SEED_CELLS}: narrow it, e.g. --where '{keys[0]} == ...'")
+    from .seeds import cell_trajectories
+
+    trials, rows = cell_trajectories(results, metrics, _thresholds(args))
+    fig = plots.seeds_figure(trials, rows, cells, metrics, outcome, _thresholds(args))
+    path = plots.save(fig, args.output)
+    print(f"wrote {path}: {len(cells)} cell{'s' * (len(cells) != 1)}, {len(trials)} trials, "
+          f"{', '.join(metrics)}")
+    return 0
+
+
+def _add_seeds(subparsers) -> None:
+    p = subparsers.add_parser(
+        "seeds", help="draw every seed's curves of one or more cells, coloured by outcome",
+        description="One row per cell (the trials --where selects, split by the sweep's "
+                    "varying columns), one panel per metric, one line per seed coloured by its "
+                    "outcome, with the threshold drawn.")
+    p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
+    p.add_argument("--where", help="which trials, e.g. 'task.cooccurrence == 0 and "
+                                   "model.heads == 1'")
+    p.add_argument("--metrics", help="comma-separated trajectory columns (default: the "
+                                     "family's, e.g. accuracy,attn_acc)")
+    p.add_argument("--by", help="comma-separated columns that make a cell (default: the "
+                                "sweep's varying config columns)")
+    p.add_argument("--outcome", choices=("attention_learned", "learned"),
+                   help="what colours a seed (default: the sweep's family's)")
+    p.add_argument("--threshold", type=float, default=0.95,
+                   help="accuracy at which a trial counts as learned (default 0.95)")
+    p.add_argument("--attention-learned-threshold", type=float, default=0.9,
+                   help="attn_acc at which a trial's attention counts as learned (default 0.9)")
+    p.add_argument("--attention-threshold", type=float, default=0.5,
+                   help="attn_acc for the attention onset (default 0.5)")
+    p.add_argument("--ktiw-threshold", type=float, default=0.5,
+                   help="ktiw_acc for the KTIW onset (default 0.5)")
+    p.add_argument("-o", "--output", default="seeds.png", help="seeds.png, .svg or .pdf")
+    p.set_defaults(func=run_seeds, analysis_command="seeds")
+
+
+# ---------------------------------------------------------------- dashboard
+
+@_one_line_errors
+def run_dashboard(args: argparse.Namespace) -> int:
+    from .dashboard.server import serve
+
+    return serve(args.results, args.sweep, host=args.host, port=args.port,
+                 allow_remote=args.allow_remote, token=args.token, open_browser=False)
+
+
+def _add_dashboard(subparsers) -> None:
+    p = subparsers.add_parser(
+        "dashboard", help="a live local web dashboard of a running or finished sweep",
+        description="Serves a dashboard on 127.0.0.1: phase diagrams for any axes updating as "
+                    "packs land (from the sweep's cell summary), each cell's seeds, failed "
+                    "trials, the objective of random and Optuna searches, and progress. Its "
+                    "assets are served locally (works offline).")
+    p.add_argument("results", metavar="RESULTS", help="the results root (a local path or URI)")
+    p.add_argument("sweep", metavar="SWEEP", nargs="?",
+                   help="the sweep to open first (default: the only one, or a list)")
+    p.add_argument("--port", type=int, default=8787,
+                   help="port to listen on (default 8787; 0: any free port)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1); any other needs --allow-remote")
+    p.add_argument("--allow-remote", action="store_true",
+                   help="allow a non-loopback --host; every request then needs the token")
+    p.add_argument("--token", help="the token remote clients must send (default: a random one, "
+                                   "printed in the URL; or $SWEEPER_DASHBOARD_TOKEN)")
+    p.set_defaults(func=run_dashboard, analysis_command="dashboard")
+
+
 def register(subparsers) -> None:
-    """Add `query`, `phase` and `report` to an argparse subparsers object."""
+    """Add `query`, `phase`, `report`, `seeds` and `dashboard` to an argparse subparsers
+    object."""
     _add_query(subparsers)
     _add_phase(subparsers)
     _add_report(subparsers)
+    _add_seeds(subparsers)
+    _add_dashboard(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:

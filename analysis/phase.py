@@ -196,9 +196,10 @@ def _regimes(cells: pd.DataFrame, level: float, min_seeds: int) -> np.ndarray:
     return np.select(conditions, ["missing", "insufficient", "learned", "failed"], "unreliable")
 
 
-def _cells(frame: pd.DataFrame, keys: list[str], values: list[list], statuses: Sequence[str],
-           level: float, confidence: float, min_seeds: int, outcome: str) -> pd.DataFrame:
-    stats = _cell_stats(frame, keys, statuses, outcome)
+def _grid_cells(stats: pd.DataFrame, keys: list[str], values: list[list], level: float,
+                confidence: float, min_seeds: int) -> pd.DataFrame:
+    """The full grid with each sampled cell's counts (`stats`, indexed by keys), p, Wilson
+    interval and regime."""
     cells = _full_grid(keys, values).merge(stats.reset_index(), on=keys, how="left")
     for column in ("n_trials", "n", "successes"):
         cells[column] = cells[column].fillna(0).astype(int)
@@ -245,9 +246,9 @@ def _boundary(cells: pd.DataFrame, level: float, min_seeds: int) -> pd.DataFrame
 
 
 def _default_base(facet_values: list) -> object:
-    """The facet value the recovery map compares with: 1 (one head) if sampled, else the
-    smallest value."""
-    return 1 if 1 in facet_values else (facet_values[0] if facet_values else None)
+    """The facet value the recovery map compares with: the smallest (one head, the fewest
+    distractors, keys frozen); name another with `base`."""
+    return facet_values[0] if facet_values else None
 
 
 def _rename(frame: pd.DataFrame, x: str, y: str, facet: str | None) -> pd.DataFrame:
@@ -285,7 +286,21 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
     frame = frame.assign(**{_FACET: frame[facet] if facet else "all"})
     keys = [_FACET, x, y]
     values = [_sorted_unique(frame[k]) for k in keys]
-    cells = _cells(frame, keys, values, statuses, level, confidence, min_seeds, outcome)
+    stats = _cell_stats(frame, keys, statuses, outcome)
+    return _assemble(stats, keys, values, x, y, facet, min_seeds=min_seeds, level=level,
+                     confidence=confidence, base=base, accuracy_threshold=accuracy_threshold,
+                     outcome=outcome,
+                     pooled=_pooled(frame, keys[1:] + ([facet] if facet else [])),
+                     excluded=excluded)
+
+
+def _assemble(stats: pd.DataFrame, keys: list[str], values: list[list], x: str, y: str,
+              facet: str | None, *, min_seeds: int, level: float, confidence: float,
+              base: object, accuracy_threshold: float | None, outcome: str,
+              pooled: list[str], excluded: dict[str, int]) -> PhaseDiagram:
+    """Grid, regimes, recovery and boundary from per-cell counts: one code path for trials
+    (`compute_phase`) and for a sweep's cell summary (`phase_from_summary`)."""
+    cells = _grid_cells(stats, keys, values, level, confidence, min_seeds)
     cells = cells.rename(columns={x: "x", y: "y"})
     base = _default_base(values[0]) if base is None else base
     if facet is not None and base not in values[0]:
@@ -304,7 +319,54 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
         cells=_rename(cells, x, y, facet), recovery=_rename(recovery, x, y, facet),
         boundary=_rename(boundary, x, y, facet), level=level, confidence=confidence,
         min_seeds=min_seeds, accuracy_threshold=accuracy_threshold, outcome=outcome,
-        pooled=_pooled(frame, keys[1:] + ([facet] if facet else [])), excluded=excluded)
+        pooled=pooled, excluded=excluded)
+
+
+def phase_from_summary(summary: pd.DataFrame, x: str, y: str, facet: str | None = None, *,
+                       outcome: str = "learned", min_seeds: int = 3, level: float = 0.5,
+                       confidence: float = 0.95, base: object = None,
+                       accuracy_threshold: float | None = None) -> PhaseDiagram:
+    """The phase diagram from a sweep's cell summary (`sweeper.results.summary`,
+    RESULTS/SWEEP/cells.parquet: one row of counts per configuration), without reading a
+    trial: the cells, regimes, recovery and boundary `compute_phase` gives for the stored
+    outcomes (the trainer's default thresholds). median_steps_to_learn is the mean step of
+    success here (medians do not add up over configurations); median_attention_onset is NaN.
+    """
+    from sweeper.results.summary import outcome_columns, summary_cells
+
+    for a in (x, y, facet):
+        if a is not None and a not in summary.columns:
+            raise unknown_column(a, [c for c in summary.columns
+                                     if c.startswith(CONFIG_PREFIXES)], "phase axes")
+    named = [a for a in (x, y, facet) if a is not None]
+    if len(set(named)) != len(named):
+        raise AnalysisInputError(f"phase axes must differ, got {', '.join(named)}")
+    if outcome not in SUCCESS_OUTCOMES or outcome_columns(outcome)[0] not in summary.columns:
+        raise AnalysisInputError(f"outcome: got {outcome!r}; allowed: " + ", ".join(
+            o for o in SUCCESS_OUTCOMES if outcome_columns(o)[0] in summary.columns))
+    axes = named
+    missing_axis = summary[axes].isna().any(axis=1)
+    excluded = {}
+    if missing_axis.any():
+        excluded["no axis value"] = int(summary.loc[missing_axis, "n_trials"].sum())
+    frame = summary[~missing_axis]
+    for status in ("failed", "stopped"):
+        if status in frame.columns and int(frame[status].sum()):
+            excluded[f"status {status}"] = int(frame[status].sum())
+    if frame.empty:
+        raise AnalysisInputError(f"no trials with values of {x}, {y} to draw a phase diagram of")
+    frame = frame.assign(**{_FACET: frame[facet] if facet else "all"})
+    keys = [_FACET, x, y]
+    values = [_sorted_unique(frame[k]) for k in keys]
+    stats = summary_cells(frame, keys, outcome, confidence).rename(
+        columns={"median_steps": "median_steps_to_learn"})
+    stats["median_attention_onset"] = np.nan
+    stats = stats.set_index(keys)[["n_trials", "n", "successes", "median_steps_to_learn",
+                                   "median_attention_onset"]]
+    return _assemble(stats, keys, values, x, y, facet, min_seeds=min_seeds, level=level,
+                     confidence=confidence, base=base, accuracy_threshold=accuracy_threshold,
+                     outcome=outcome, pooled=_pooled(frame, keys[1:] + ([facet] if facet else [])),
+                     excluded=excluded)
 
 
 PREFERRED_AXES = ("task.cooccurrence", "task.hardness", "task.distractors", "task.length",

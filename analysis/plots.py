@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,55 +20,30 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from sweeper.families import column_label, column_symbol
 from sweeper.results import COUNTED_STATUSES
 
+from .axes import (  # noqa: F401 - the words for columns, re-exported for callers
+    BOOLEAN_WORDS,
+    LABELS,
+    METRIC_LABELS,
+    SYMBOLS,
+    AxisScale,
+    axis_label,
+    axis_scale,
+    short_value,
+    symbol,
+    value_label,
+)
+from .axes import tick as _tick
 from .errors import AnalysisInputError
 from .phase import PhaseDiagram
 
-# Words for the columns every sweep has; a family's task and model columns take theirs from
-# its declaration (`Param.label`, `Param.symbol`, `Family.labels`: sweeper.families).
-LABELS = {"train.lr": "learning rate", "train.batch_size": "batch size",
-          "train.steps": "step budget", "step": "step", "seed": "seed"}
-SYMBOLS = {"train.lr": "lr"}
-METRIC_LABELS = {
-    "accuracy": "token accuracy", "attn_acc": "attention accuracy",
-    "ktiw_acc": "KTIW-probe accuracy", "uniform_acc": "uniform-attention accuracy",
-    "topic_attention": "attention on the topic word", "loss": "loss",
-}
 COPY_METRICS = ("accuracy", "attn_acc", "ktiw_acc", "uniform_acc")
 FORMATS = (".png", ".svg", ".pdf")
 _MISSING_COLOR, _INSUFFICIENT_COLOR = "#ffffff", "#d9d9d9"
-
-
-def axis_label(column: str | None) -> str:
-    """Words for a column: 'co-occurrence strength c' for task.cooccurrence."""
-    if column is None:
-        return ""
-    return LABELS.get(column) or column_label(column) or column
-
-
-BOOLEAN_WORDS = {"model.train_keys": ("keys frozen", "keys trained"),
-                 "model.train_embeddings": ("embeddings frozen", "embeddings trained"),
-                 "model.shared_embedding": ("separate embeddings", "shared embedding"),
-                 "task.repeat": ("no repetition", "repetition")}
-
-
-def symbol(column: str | None) -> str | None:
-    """The paper's symbol for a column ('c' for task.cooccurrence), if it has one."""
-    if column is None:
-        return None
-    return SYMBOLS.get(column) or column_symbol(column)
-
-
-def value_label(column: str | None, value: object) -> str:
-    """'H = 4' for (model.heads, 4); 'classifier tc' where no symbol exists."""
-    if column in BOOLEAN_WORDS and isinstance(value, bool | np.bool_):
-        return BOOLEAN_WORDS[column][int(value)]
-    text = f"{value:g}" if isinstance(value, float) else str(value)
-    if symbol(column):
-        return f"{symbol(column)} = {text}"
-    return f"{axis_label(column)} {text}"
+_UNRELIABLE_COLOR, _RECOVERED_COLOR = "#ff7f00", "#00a000"
+OUTCOME_COLORS = {"success": "#1a9850", "failure": "#d73027", "diverged": "#7b3294",
+                  "other": "#999999"}
 
 
 def short_number(value: float) -> str:
@@ -76,11 +51,6 @@ def short_number(value: float) -> str:
     if np.isnan(value):
         return ""
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-def short_value(column: str | None, value: object) -> str:
-    """'H = 4' where the column has a symbol, else just the value ('tc')."""
-    return value_label(column, value) if symbol(column) else _tick(value)
 
 
 @dataclass(frozen=True)
@@ -124,11 +94,29 @@ class _Layout:
         return fig.add_axes(self._box(row, x, 0.16))
 
     def title(self, fig: Figure, text: str) -> None:
-        fig.suptitle(text, y=1 - 0.08 / self.size[1], va="top")
+        fig.suptitle(wrap_title(text, self.size[0]), y=1 - 0.08 / self.size[1], va="top")
 
     def legend(self, fig: Figure, handles: list, ncols: int) -> None:
         fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=ncols,
                    fontsize="small", frameon=False)
+
+    def widened(self, width: float) -> _Layout:
+        """The same panels in a figure at least `width` inches wide (margins grow evenly), so
+        that a title and a legend wider than one panel are not cut off."""
+        extra = max(0.0, width - self.size[0])
+        return replace(self, left=self.left + extra / 2, right=self.right + extra / 2)
+
+
+TITLE_CHARS_PER_INCH = 9.5  # suptitle ("large") characters per inch, conservatively
+LEGEND_ITEM_WIDTH = 2.3  # inches per legend entry of a phase figure ("small" text)
+
+
+def wrap_title(text: str, width: float) -> str:
+    """Each line of a title wrapped to the figure's width."""
+    import textwrap
+
+    chars = max(20, int(width * TITLE_CHARS_PER_INCH))
+    return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
 
 
 def save(fig: Figure, path: str | os.PathLike, dpi: int = 100) -> Path:
@@ -147,46 +135,81 @@ def save(fig: Figure, path: str | os.PathLike, dpi: int = 100) -> Path:
 ANNOTATE_CELLS = 64  # above this many cells per panel, numbers would crowd (and slow) a panel
 
 
-def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool | None = None
-                 ) -> Figure:
+def phase_scales(phase: PhaseDiagram, scales: Mapping[str, str] | None = None
+                 ) -> tuple[AxisScale, AxisScale]:
+    """The x and y scales of a phase diagram: numeric axes at their values (log when
+    log-spaced, or when `scales` says "log" for the column), other axes as categories."""
+    scales = scales or {}
+
+    def one(column, values):
+        named = scales.get(column)
+        return axis_scale(column, values, None if named is None else named == "log")
+
+    return one(phase.x, phase.x_values), one(phase.y, phase.y_values)
+
+
+def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool | None = None,
+                 scales: Mapping[str, str] | None = None) -> Figure:
     """One success-probability panel per facet value, then a recovery-map panel per facet
-    value other than the base; boundary at p = level, unsampled cells marked.
+    value other than the base; boundary at p = level, unsampled and unreliable cells marked.
+    Numeric axes are drawn at their values (log-spaced ones on a log scale; `scales` may name
+    "log" or "linear" per column), other axes as categories.
 
     annotate: write k/n (and p differences) in the cells; by default when a panel has at most
     ANNOTATE_CELLS cells. The cells table has the numbers either way.
     """
     if annotate is None:
         annotate = len(phase.x_values) * len(phase.y_values) <= ANNOTATE_CELLS
+    gx, gy = phase_scales(phase, scales)
     others = [v for v in phase.facet_values if v != phase.base] if phase.facet else []
     show_recovery = recovery and bool(others)
-    layout = _phase_layout(phase, rows=2 if show_recovery else 1, bottom_legend=True)
+    legend = _phase_legend(phase)
+    layout = _phase_layout(phase, rows=2 if show_recovery else 1, legend=len(legend))
     fig = layout.figure()
+    fig.phase_panels = []  # (facet value, axes, x scale, y scale): the report maps cells
     for i, value in enumerate(phase.facet_values):
-        image = _probability_panel(layout.axes(fig, 0, i), phase, value, annotate)
+        ax = layout.axes(fig, 0, i)
+        image = _probability_panel(ax, phase, value, annotate, gx, gy)
+        fig.phase_panels.append((value, ax, gx, gy))
     fig.colorbar(image, cax=layout.colorbar_axes(fig, 0), label="success probability p")
     if show_recovery:  # each recovery map sits under its own facet's panel
         for value in others:
             ax = layout.axes(fig, 1, phase.facet_values.index(value))
-            delta_image = _recovery_panel(ax, phase, value, annotate)
+            delta_image = _recovery_panel(ax, phase, value, annotate, gx, gy)
         fig.colorbar(delta_image, cax=layout.colorbar_axes(fig, 1), label="p difference")
-    layout.title(fig, _phase_title(phase))
-    layout.legend(fig, _phase_legend(phase), ncols=4)
+    layout.title(fig, phase_title(phase))
+    layout.legend(fig, legend, ncols=layout.legend_cols)
     return fig
 
 
-def _phase_layout(phase: PhaseDiagram, rows: int, bottom_legend: bool) -> _Layout:
+@dataclass(frozen=True)
+class _PhaseLayout(_Layout):
+    legend_cols: int = 4
+
+
+def _phase_layout(phase: PhaseDiagram, rows: int, legend: int) -> _PhaseLayout:
+    """Panels of a phase figure; at least wide enough for two legend entries a row and the
+    title's longest words; the legend takes as many rows as its entries need."""
     nx, ny = len(phase.x_values), len(phase.y_values)
     cell = min(0.6, 4.0 / max(nx, ny, 1))
     panel = (max(2.4, cell * nx), max(2.0, cell * ny))
-    return _Layout(rows=rows, cols=len(phase.facet_values), panel=panel, left=0.9, right=1.2,
-                   top=1.0, bottom=0.75 + (0.4 if bottom_legend else 0), wgap=0.9, hgap=0.9)
+    layout = _PhaseLayout(rows=rows, cols=len(phase.facet_values), panel=panel, left=0.9,
+                          right=1.2, top=1.0, bottom=0.75, wgap=0.9, hgap=0.9)
+    layout = layout.widened(2 * LEGEND_ITEM_WIDTH + 0.6)
+    cols = max(1, min(legend, int((layout.size[0] - 0.4) // LEGEND_ITEM_WIDTH)))
+    legend_rows = math.ceil(legend / cols) if legend else 0
+    title_lines = wrap_title(phase_title(phase), layout.size[0]).count("\n") + 1
+    return replace(layout, legend_cols=cols, bottom=0.75 + 0.25 * legend_rows,
+                   top=0.3 + 0.25 * title_lines)
 
 
-def _phase_title(phase: PhaseDiagram) -> str:
-    what = "attention learning" if phase.outcome == "attention_learned" else "learning"
+def phase_title(phase: PhaseDiagram) -> str:
+    """What the figure shows, from its outcome and axes: 'p(attention learned) over
+    co-occurrence strength c × hardness h, by heads H', then how cells are judged."""
+    by = f", by {axis_label(phase.facet)}" if phase.facet else ""
     pooled = f"; pooled over {', '.join(phase.pooled)}" if phase.pooled else ""
-    return (f"Where {what} succeeds ({phase.success_text().split(': ', 1)[1]})\n"
-            f"boundary at p = {phase.level:g}; {phase.confidence:.0%} Wilson intervals; "
+    return (f"p({phase.success_text()}) over {axis_label(phase.x)} × {axis_label(phase.y)}"
+            f"{by}\nboundary at p = {phase.level:g}; {phase.confidence:.0%} Wilson intervals; "
             f"cells need ≥ {phase.min_seeds} seeds{pooled}")
 
 
@@ -195,111 +218,138 @@ def _phase_legend(phase: PhaseDiagram) -> list:
             Patch(facecolor=_INSUFFICIENT_COLOR, hatch="///", edgecolor="grey",
                   label=f"fewer than {phase.min_seeds} seeds"),
             Patch(facecolor=_MISSING_COLOR, hatch="xx", edgecolor="grey", label="no trials"),
-            Patch(facecolor="none", edgecolor="#00a000", lw=2.5,
-                  label="recovered (failed with base)")]
+            Patch(facecolor="none", edgecolor=_UNRELIABLE_COLOR, lw=1.5, ls="--",
+                  label=f"unreliable (interval spans {phase.level:g})"),
+            Patch(facecolor="none", edgecolor=_RECOVERED_COLOR, lw=2.5,
+                  label=f"recovered (failed at {short_value(phase.facet, phase.base)})"
+                  if phase.facet else "recovered")]
 
 
-def _setup_grid_axes(ax, phase: PhaseDiagram, title: str) -> None:
-    ax.set_xticks(range(len(phase.x_values)), [_tick(v) for v in phase.x_values])
-    ax.set_yticks(range(len(phase.y_values)), [_tick(v) for v in phase.y_values])
-    ax.set_xlim(-0.5, len(phase.x_values) - 0.5)
-    ax.set_ylim(-0.5, len(phase.y_values) - 0.5)
+def _setup_grid_axes(ax, phase: PhaseDiagram, title: str, gx: AxisScale, gy: AxisScale
+                     ) -> None:
+    for scale, set_scale, set_lim, set_ticks in (
+            (gx, ax.set_xscale, ax.set_xlim, ax.set_xticks),
+            (gy, ax.set_yscale, ax.set_ylim, ax.set_yticks)):
+        if scale.kind == "log":
+            set_scale("log")
+        set_lim(scale.edges[0], scale.edges[-1])
+        ticks = scale.ticks()
+        if ticks is not None:
+            set_ticks(*ticks)
+            if scale.kind == "log":  # no minor-tick labels between the values
+                (ax.xaxis if scale is gx else ax.yaxis).set_minor_formatter("")
     ax.set_xlabel(axis_label(phase.x))
     ax.set_ylabel(axis_label(phase.y))
     ax.set_title(title)
-    ax.tick_params(axis="x", labelrotation=45 if len(phase.x_values) > 8 else 0)
+    crowded = gx.ticks() is not None and len(gx.values) > 6 and gx.numeric
+    ax.tick_params(axis="x", labelrotation=45 if len(phase.x_values) > 8 or crowded else 0)
 
 
-def _tick(value: object) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+def _mesh(ax, values: np.ndarray, gx: AxisScale, gy: AxisScale, **kwargs):
+    return ax.pcolormesh(gx.edges, gy.edges, np.ma.masked_invalid(values.astype(float)),
+                         **kwargs)
 
 
-def _mesh(ax, values: np.ndarray, **kwargs):
-    ny, nx = values.shape
-    return ax.pcolormesh(np.arange(nx + 1) - 0.5, np.arange(ny + 1) - 0.5,
-                         np.ma.masked_invalid(values.astype(float)), **kwargs)
+def _cell_box(gx: AxisScale, gy: AxisScale, ix: int, iy: int, inset: float = 0.0):
+    """(x, y, width, height) of a cell in data coordinates, `inset` grid units inside."""
+    x0, x1 = gx.pos(ix - 0.5 + inset), gx.pos(ix + 0.5 - inset)
+    y0, y1 = gy.pos(iy - 0.5 + inset), gy.pos(iy + 0.5 - inset)
+    return (x0, y0), x1 - x0, y1 - y0
 
 
-def _mark_unsampled(ax, cells: pd.DataFrame, min_seeds: int, annotate: bool) -> None:
+def _mark_unsampled(ax, cells: pd.DataFrame, annotate: bool, gx: AxisScale, gy: AxisScale
+                    ) -> None:
     """Hatch cells with too few seeds (their n shown) and cross out cells with no trials."""
     for row in cells.itertuples(index=False):
         regime = row.regime
         if regime not in ("missing", "insufficient"):
             continue
         missing = regime == "missing"
-        ax.add_patch(Rectangle((row.ix - 0.5, row.iy - 0.5), 1, 1, linewidth=0.5,
+        ax.add_patch(Rectangle(*_cell_box(gx, gy, row.ix, row.iy), linewidth=0.5,
                                facecolor=_MISSING_COLOR if missing else _INSUFFICIENT_COLOR,
                                edgecolor="grey", hatch="xx" if missing else "///"))
         if annotate and not missing:
-            ax.text(row.ix, row.iy, f"n={row.n}", ha="center", va="center", fontsize=7)
+            ax.text(gx.centers[row.ix], gy.centers[row.iy], f"n={row.n}", ha="center",
+                    va="center", fontsize=7)
 
 
-def _probability_panel(ax, phase: PhaseDiagram, value: object, annotate: bool):
+def _probability_panel(ax, phase: PhaseDiagram, value: object, annotate: bool,
+                       gx: AxisScale, gy: AxisScale):
     cells = phase.facet_cells(value)
     counted = cells.assign(p=cells["p"].where(cells["n"] >= phase.min_seeds))
-    image = _mesh(ax, phase.grid("p", frame=counted), cmap="viridis", vmin=0, vmax=1)
-    _mark_unsampled(ax, cells, phase.min_seeds, annotate)
+    image = _mesh(ax, phase.grid("p", frame=counted), gx, gy, cmap="viridis", vmin=0, vmax=1)
+    _mark_unsampled(ax, cells, annotate, gx, gy)
     if annotate:
         for row in counted[counted["p"].notna()].itertuples(index=False):
-            ax.text(row.ix, row.iy, f"{row.successes}/{row.n}", ha="center", va="center",
-                    fontsize=7, color="white" if row.p < 0.6 else "black")
-    _draw_boundary(ax, phase, value)
-    _outline_recovered(ax, cells)
+            ax.text(gx.centers[row.ix], gy.centers[row.iy], f"{row.successes}/{row.n}",
+                    ha="center", va="center", fontsize=7,
+                    color="white" if row.p < 0.6 else "black")
+    _draw_boundary(ax, phase, value, gx, gy)
+    _outline(ax, cells[cells["regime"] == "unreliable"], gx, gy, _UNRELIABLE_COLOR, 1.5, "--",
+             inset=0.08)
+    _outline(ax, cells[cells["recovered"]], gx, gy, _RECOVERED_COLOR, 2.5, "-", inset=0.05)
     title = value_label(phase.facet, value) if phase.facet else "all trials"
-    _setup_grid_axes(ax, phase, f"p(success), {title}")
+    _setup_grid_axes(ax, phase, f"p(success), {title}", gx, gy)
     return image
 
 
-def _recovery_panel(ax, phase: PhaseDiagram, value: object, annotate: bool):
+def _recovery_panel(ax, phase: PhaseDiagram, value: object, annotate: bool,
+                    gx: AxisScale, gy: AxisScale):
     rec = phase.recovery[phase.recovery[phase.facet] == value]
-    image = _mesh(ax, phase.grid("delta", frame=rec), cmap="RdBu", vmin=-1, vmax=1)
+    image = _mesh(ax, phase.grid("delta", frame=rec), gx, gy, cmap="RdBu", vmin=-1, vmax=1)
     either_missing = (rec["regime"] == "missing") | (rec["regime_base"] == "missing")
     marks = np.where(either_missing, "missing", np.where(rec["delta"].isna(), "insufficient", ""))
-    _mark_unsampled(ax, rec.assign(regime=marks), phase.min_seeds, False)
+    _mark_unsampled(ax, rec.assign(regime=marks), False, gx, gy)
     if annotate:
         for row in rec[rec["delta"].notna()].itertuples(index=False):
-            ax.text(row.ix, row.iy, f"{row.delta:+.2f}", ha="center", va="center", fontsize=7,
+            ax.text(gx.centers[row.ix], gy.centers[row.iy], f"{row.delta:+.2f}", ha="center",
+                    va="center", fontsize=7,
                     color="white" if abs(row.delta) > 0.6 else "black")
-    _outline_recovered(ax, rec)
+    _outline(ax, rec[rec["recovered"]], gx, gy, _RECOVERED_COLOR, 2.5, "-", inset=0.05)
     base = short_value(phase.facet, phase.base)
-    _setup_grid_axes(ax, phase, f"recovery: p({short_value(phase.facet, value)}) − p({base})")
+    _setup_grid_axes(ax, phase, f"recovery: p({short_value(phase.facet, value)}) − p({base})",
+                     gx, gy)
     return image
 
 
-def _draw_boundary(ax, phase: PhaseDiagram, value: object) -> None:
+def _draw_boundary(ax, phase: PhaseDiagram, value: object, gx: AxisScale, gy: AxisScale
+                   ) -> None:
     segments = phase.boundary
     if phase.facet is not None:
         segments = segments[segments[phase.facet] == value]
     for row in segments.itertuples(index=False):
-        ax.plot([row.edge_x0, row.edge_x1], [row.edge_y0, row.edge_y1], color="black", lw=2.5,
+        ax.plot([gx.pos(row.edge_x0), gx.pos(row.edge_x1)],
+                [gy.pos(row.edge_y0), gy.pos(row.edge_y1)], color="black", lw=2.5,
                 solid_capstyle="round")
 
 
-def _outline_recovered(ax, cells: pd.DataFrame) -> None:
-    for row in cells[cells["recovered"]].itertuples(index=False):
-        ax.add_patch(Rectangle((row.ix - 0.45, row.iy - 0.45), 0.9, 0.9, fill=False,
-                               edgecolor="#00a000", linewidth=2.5))
+def _outline(ax, cells: pd.DataFrame, gx: AxisScale, gy: AxisScale, color: str, width: float,
+             style: str, inset: float) -> None:
+    for row in cells.itertuples(index=False):
+        ax.add_patch(Rectangle(*_cell_box(gx, gy, row.ix, row.iy, inset), fill=False,
+                               edgecolor=color, linewidth=width, linestyle=style))
 
 
-def regime_figure(phase: PhaseDiagram) -> Figure:
+def regime_figure(phase: PhaseDiagram, scales: Mapping[str, str] | None = None) -> Figure:
     """The regime of every cell, one panel per facet value (a categorical map)."""
     regimes = ["learned", "unreliable", "failed", "insufficient", "missing"]
     colors = ["#1a9850", "#fee08b", "#d73027", _INSUFFICIENT_COLOR, _MISSING_COLOR]
     cmap, norm = ListedColormap(colors), BoundaryNorm(np.arange(6) - 0.5, 5)
-    layout = _phase_layout(phase, rows=1, bottom_legend=True)
-    layout = _Layout(**{**layout.__dict__, "top": 0.5, "right": 0.3})
+    gx, gy = phase_scales(phase, scales)
+    layout = _phase_layout(phase, rows=1, legend=len(regimes))
+    layout = replace(layout, top=0.5, bottom=0.75 + 0.25 * math.ceil(5 / layout.legend_cols))
     fig = layout.figure()
     for i, value in enumerate(phase.facet_values):
         ax = layout.axes(fig, 0, i)
         cells = phase.facet_cells(value)
         codes = cells.assign(code=cells["regime"].map({r: i for i, r in enumerate(regimes)}))
-        _mesh(ax, phase.grid("code", frame=codes), cmap=cmap, norm=norm)
-        _outline_recovered(ax, cells)
-        _draw_boundary(ax, phase, value)
+        _mesh(ax, phase.grid("code", frame=codes), gx, gy, cmap=cmap, norm=norm)
+        _outline(ax, cells[cells["recovered"]], gx, gy, _RECOVERED_COLOR, 2.5, "-", inset=0.05)
+        _draw_boundary(ax, phase, value, gx, gy)
         label = value_label(phase.facet, value) if phase.facet else "all trials"
-        _setup_grid_axes(ax, phase, f"regime, {label}")
+        _setup_grid_axes(ax, phase, f"regime, {label}", gx, gy)
     layout.legend(fig, [Patch(facecolor=c, edgecolor="grey", label=r)
-                        for r, c in zip(regimes, colors, strict=True)], ncols=5)
+                        for r, c in zip(regimes, colors, strict=True)], ncols=layout.legend_cols)
     return fig
 
 
@@ -455,6 +505,128 @@ def topic_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
     right.set_title(METRIC_LABELS["topic_attention"])
     right.legend(fontsize="small")
     layout.title(fig, "Topic task: the score-norm identity and attention on topic words")
+    return fig
+
+
+# ---------------------------------------------------------------- seeds of cells
+
+def metric_thresholds(thresholds) -> dict[str, float]:
+    """The threshold each metric's outcome is judged at (drawn on the seeds' curves)."""
+    return {"accuracy": thresholds.accuracy, "attn_acc": thresholds.attention_learned,
+            "ktiw_acc": thresholds.ktiw}
+
+
+def outcome_class(trials: pd.DataFrame, outcome: str) -> pd.Series:
+    """Per trial: success, failure (the outcome false), diverged, or other (failed, stopped,
+    unknown): how the seeds' curves are coloured."""
+    status = trials["status"] if "status" in trials.columns else pd.Series("ok", trials.index)
+    value = trials[outcome].astype("boolean") if outcome in trials.columns else pd.Series(
+        pd.NA, index=trials.index, dtype="boolean")
+    out = np.where(status == "diverged", "diverged",
+                   np.where(~status.isin(COUNTED_STATUSES) | value.isna().to_numpy(), "other",
+                            np.where(value.fillna(False).to_numpy(), "success", "failure")))
+    return pd.Series(out, index=trials.index)
+
+
+def seeds_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
+                 cells: Sequence[Mapping[str, object]], metrics: Sequence[str],
+                 outcome: str = "learned", thresholds=None, panel=(3.4, 2.0)) -> Figure:
+    """One row per cell, one panel per metric, one line per seed coloured by its outcome
+    (learned, not learned, diverged), with the outcome's threshold drawn: what a median hides
+    when some seeds learn abruptly and others stay stuck."""
+    from sweeper.results import DEFAULT_THRESHOLDS
+
+    thresholds = DEFAULT_THRESHOLDS if thresholds is None else thresholds
+    present = [m for m in metrics if m in trajectories.columns]
+    if not present:
+        raise AnalysisInputError(
+            f"none of {', '.join(metrics)} is in the trajectories; available: "
+            f"{', '.join(c for c in trajectories.columns if c not in ('sweep', 'trial_id'))}")
+    if not cells:
+        raise AnalysisInputError("choose at least one cell to draw the seeds of")
+    layout = _Layout(rows=len(cells), cols=len(present), panel=panel, left=0.75, right=0.25,
+                     top=0.55, bottom=0.85, wgap=0.75, hgap=0.8)
+    layout = layout.widened(6.0)
+    fig = layout.figure()
+    lines = metric_thresholds(thresholds)
+    words = {"success": outcome.replace("_", " "), "failure": f"not {outcome.replace('_', ' ')}",
+             "diverged": "diverged", "other": "failed or stopped"}
+    seen: set[str] = set()
+    for row, cell in enumerate(cells):
+        all_of_cell = _all_trials(trials, cell)
+        classes = outcome_class(all_of_cell, outcome)
+        keys = [k for k in ("sweep", "trial_id") if k in trajectories.columns
+                and k in all_of_cell.columns]
+        rows = trajectories.merge(all_of_cell[keys].assign(_class=classes.to_numpy()), on=keys)
+        k = int((classes == "success").sum())
+        n = int(classes.isin(["success", "failure", "diverged"]).sum())
+        for col, metric in enumerate(present):
+            ax = layout.axes(fig, row, col)
+            for (_, group) in rows.sort_values("step").groupby("trial_id", sort=False):
+                kind = group["_class"].iloc[0]
+                seen.add(kind)
+                ax.plot(group["step"], group[metric], color=OUTCOME_COLORS[kind], alpha=0.7,
+                        lw=1.1, ls="--" if kind == "diverged" else "-")
+            if metric in lines:
+                ax.axhline(lines[metric], color="black", lw=0.8, ls=":")
+            ax.set_title(f"{cell_label(cell)}: {k}/{n}" if col == 0 else
+                         METRIC_LABELS.get(metric, metric), fontsize="small")
+            ax.set_xlabel("step")
+            ax.set_ylabel(METRIC_LABELS.get(metric, metric), fontsize="small")
+            if metric != "loss" and not metric.startswith("loss"):
+                ax.set_ylim(-0.02, 1.02)
+    layout.title(fig, f"One line per seed, coloured by {outcome.replace('_', ' ')}; dotted: "
+                      "the threshold")
+    handles = [Line2D([], [], color=OUTCOME_COLORS[c], lw=1.5, label=words[c],
+                      ls="--" if c == "diverged" else "-")
+               for c in ("success", "failure", "diverged", "other") if c in seen]
+    if handles:
+        layout.legend(fig, handles, ncols=len(handles))
+    return fig
+
+
+def _all_trials(trials: pd.DataFrame, cell: Mapping[str, object]) -> pd.DataFrame:
+    """Every trial of a cell, whatever its status."""
+    if not cell:
+        return trials
+    mask = np.logical_and.reduce([trials[c] == v for c, v in cell.items()])
+    return trials[np.asarray(mask, dtype=bool)]
+
+
+def objective_figure(cells: pd.DataFrame, parameters: Sequence[str], objective: str,
+                     scales: Mapping[str, str] | None = None, direction: str | None = None
+                     ) -> Figure:
+    """The objective of each cell (its mean over counted seeds) against each parameter of a
+    random or Optuna search, one panel per parameter: numeric axes, log where the axis is
+    log-uniform or log-spaced; point size grows with the seeds counted."""
+    if not parameters:
+        raise AnalysisInputError("no parameters to draw the objective against")
+    scales = scales or {}
+    ncols = min(len(parameters), 3)
+    layout = _Layout(rows=math.ceil(len(parameters) / ncols), cols=ncols, panel=(3.2, 2.4),
+                     left=0.8, right=0.3, top=0.6, bottom=0.65, wgap=0.8, hgap=0.8)
+    layout = layout.widened(5.0)
+    fig = layout.figure()
+    y = pd.to_numeric(cells["objective"], errors="coerce").astype(float)
+    size = 12 + 4 * pd.to_numeric(cells.get("n", 1), errors="coerce").fillna(1).astype(float)
+    for i, column in enumerate(parameters):
+        ax = layout.axes(fig, i // ncols, i % ncols)
+        values = cells[column]
+        scale = axis_scale(column, sorted(values.dropna().unique().tolist()),
+                           None if column not in scales else scales[column] == "log")
+        if scale.numeric:
+            ax.scatter(values.astype(float), y, s=size, alpha=0.6)
+            if scale.kind == "log":
+                ax.set_xscale("log")
+        else:
+            codes = values.map({v: k for k, v in enumerate(scale.values)})
+            ax.scatter(codes, y, s=size, alpha=0.6)
+            ax.set_xticks(range(len(scale.values)), [_tick(v) for v in scale.values])
+        ax.set_xlabel(axis_label(column))
+        ax.set_ylabel(objective)
+    best = f" ({direction})" if direction else ""
+    layout.title(fig, f"{objective}{best} per cell against each parameter; "
+                      "larger points: more seeds")
     return fig
 
 

@@ -14,6 +14,7 @@ import json
 import math
 import numbers
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcom
 from . import plots
 from .errors import AnalysisInputError
 from .load import Results
+from .search import search_info
 from .phase import (
     PhaseDiagram,
     compute_phase,
@@ -45,7 +47,10 @@ th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; text-align: right; }
 th { background: #f3f3f3; } td.text, th.text { text-align: left; }
 figure { margin: 1em 0; } figure img { max-width: 100%; height: auto; }
 figcaption { font-size: 0.9em; color: #555; } pre { background: #f7f7f7; padding: 0.8em; }
-.note { color: #8a4b00; } .wide { overflow-x: auto; }
+.note { color: #8a4b00; } .wide { overflow-x: auto; } img.mapped { max-width: none; }
+td.error { white-space: pre-wrap; font-family: monospace; font-size: 0.85em; text-align: left; }
+div.seeds { display: inline-block; vertical-align: top; margin: 0.4em; padding: 0.2em; }
+div.seeds h4 { margin: 0.2em 0; font-size: 0.85em; } div.seeds:target { outline: 3px solid #ff7f00; }
 """
 
 
@@ -75,7 +80,8 @@ def fmt_number(value: object, digits: int | None = 3) -> str:
 
 
 def _table(frame: pd.DataFrame, numeric_digits: dict[str, int | None] | None = None,
-           headers: dict[str, str] | None = None) -> str:
+           headers: dict[str, str] | None = None, raw: Sequence[str] = ()) -> str:
+    """An HTML table; columns in `raw` hold HTML made here (links), inserted as they are."""
     digits, headers = numeric_digits or {}, headers or {}
     head = "".join(f"<th class='text'>{html.escape(headers.get(str(c), str(c)))}</th>"
                    for c in frame.columns)
@@ -83,6 +89,9 @@ def _table(frame: pd.DataFrame, numeric_digits: dict[str, int | None] | None = N
     for values in frame.itertuples(index=False):
         tds = []
         for column, value in zip(frame.columns, values, strict=True):
+            if column in raw:
+                tds.append(f"<td class='text'>{value or ''}</td>")
+                continue
             text = fmt_number(value, digits.get(column, 3))
             numeric = isinstance(value, numbers.Number) and not isinstance(value, bool | np.bool_)
             cls = "" if numeric else " class='text'"
@@ -139,11 +148,43 @@ def _counts_section(results: Results, phase: PhaseDiagram) -> str:
     return _section("counts", "Trials", "".join(body))
 
 
-def _phase_section(phase: PhaseDiagram, figures: dict[str, Figure]) -> str:
+def _cell_map(fig: Figure, phase: PhaseDiagram, linked: dict[int, str], dpi: int = 100) -> str:
+    """An image map over the phase figure's p(success) panels: each cell links to its seeds'
+    panel (`linked`: index of the cells row -> anchor)."""
+    height = fig.get_size_inches()[1] * dpi
+    scale = dpi / fig.dpi
+    areas = []
+    for value, ax, gx, gy in getattr(fig, "phase_panels", []):
+        for index, row in phase.facet_cells(value).iterrows():
+            if index not in linked:
+                continue
+            corners = ax.transData.transform([(gx.pos(row["ix"] - 0.5), gy.pos(row["iy"] - 0.5)),
+                                              (gx.pos(row["ix"] + 0.5), gy.pos(row["iy"] + 0.5))])
+            (x0, y0), (x1, y1) = corners * scale
+            label = html.escape(plots.cell_label(cell_of_row(phase, row)), quote=True)
+            areas.append(f"<area shape='rect' coords='{round(x0)},{round(height - y1)},"
+                         f"{round(x1)},{round(height - y0)}' href='#{linked[index]}' "
+                         f"alt='{label}' title='{label}: seeds'>")
+    return f"<map name='phase-cells'>{''.join(areas)}</map>" if areas else ""
+
+
+def cell_of_row(phase: PhaseDiagram, row: pd.Series) -> dict:
+    """A phase cell as {column: value} (facet, x, y)."""
+    keys = [k for k in (phase.facet, phase.x, phase.y) if k]
+    return {k: (row[k].item() if isinstance(row[k], np.generic) else row[k]) for k in keys}
+
+
+def _phase_section(phase: PhaseDiagram, figures: dict[str, Figure],
+                   linked: dict[int, str] | None = None) -> str:
     counts = phase.regime_counts().reset_index()
-    body = [_figure_html(figures["phase"], "phase",
-                         "Success probability per cell, with the p = "
-                         f"{phase.level:g} boundary and the recovery maps"),
+    phase_html = _figure_html(figures["phase"], "phase",
+                              "Success probability per cell, with the p = "
+                              f"{phase.level:g} boundary and the recovery maps"
+                              + ("; click a cell for its seeds" if linked else ""))
+    if linked:
+        phase_html = (phase_html.replace("<img ", "<img usemap='#phase-cells' class='mapped' ", 1)
+                      + _cell_map(figures["phase"], phase, linked))
+    body = [phase_html,
             _figure_html(figures["regimes"], "regimes", "Regime of every cell"),
             "<h3>Cells per regime</h3>", _table(counts),
             f"<p>{int(phase.cells['recovered'].sum())} recovered cells; "
@@ -172,13 +213,124 @@ def cell_digits(phase: PhaseDiagram) -> dict[str, int | None]:
     return {**axes, "median_steps_to_learn": 1, "median_attention_onset": 1}
 
 
-def _cells_section(phase: PhaseDiagram) -> str:
+def _cells_section(phase: PhaseDiagram, linked: dict[int, str] | None = None) -> str:
     note = (f"<p>p = successes / seeds; interval: {phase.confidence:.0%} Wilson; regime: "
             f"learned (lower bound > {phase.level:g}), failed (upper bound < {phase.level:g}), "
             f"unreliable (spans it), insufficient (seeds < {phase.min_seeds}), missing (no "
             "trials).</p>")
-    table = _table(cells_table(phase), cell_digits(phase), CELL_HEADERS)
+    frame = cells_table(phase)
+    raw: tuple[str, ...] = ()
+    if linked:
+        frame = frame.assign(seeds=[f"<a href='#{linked[i]}'>seeds</a>" if i in linked else ""
+                                    for i in frame.index])
+        raw = ("seeds",)
+    table = _table(frame, cell_digits(phase), CELL_HEADERS, raw=raw)
     return _section("cells", "Cells", note + table)
+
+
+MAX_SEED_PANELS = 64  # cells with a seeds panel in the page; `sweeper seeds` draws any other
+
+
+def _seeds_section(results: Results, trials: pd.DataFrame, phase: PhaseDiagram,
+                   thresholds: Thresholds) -> tuple[dict[int, str], str]:
+    """A panel per sampled cell, every seed's curves coloured by outcome with the threshold
+    drawn (inline SVG: cheap, and the page stays one file), each with an anchor the phase
+    figure and the cells table link to. Returns (links, section)."""
+    from . import svg
+    from .seeds import seed_metrics
+
+    sampled = phase.cells[phase.cells["n_trials"] > 0]
+    shown = sampled.head(MAX_SEED_PANELS)
+    if shown.empty:
+        return {}, ""
+    metrics = seed_metrics(results)
+    cells = [cell_of_row(phase, row) for _, row in shown.iterrows()]
+    members = [plots._all_trials(trials, c) for c in cells]
+    ids = [i for m in members for i in m["trial_id"]]
+    rows = results.read_trajectories(trial_ids=ids, columns=metrics)
+    by_trial = {tid: group.sort_values("step") for tid, group in rows.groupby("trial_id")}
+    limits = plots.metric_thresholds(thresholds)
+    links, parts = {}, []
+    for (index, _), cell, member in zip(shown.iterrows(), cells, members, strict=True):
+        anchor = f"seeds-{index}"
+        classes = plots.outcome_class(member, phase.outcome)
+        k = int((classes == "success").sum())
+        n = int(classes.isin(["success", "failure", "diverged"]).sum())
+        charts = []
+        for metric in metrics:
+            lines = [(kind, by_trial[t]["step"].to_numpy(float),
+                      pd.to_numeric(by_trial[t][metric], errors="coerce").to_numpy(float))
+                     for t, kind in zip(member["trial_id"], classes, strict=True)
+                     if t in by_trial]
+            charts.append(svg.seeds_svg(lines, plots.METRIC_LABELS.get(metric, metric),
+                                        limits.get(metric),
+                                        unit_range=not metric.startswith("loss")))
+        label = html.escape(plots.cell_label(cell))
+        parts.append(f"<div class='seeds' id='{anchor}'><h4>{label}: {k}/{n} "
+                     f"{html.escape(phase.outcome.replace('_', ' '))}</h4>{''.join(charts)}"
+                     "</div>")
+        links[index] = anchor
+    note = ("" if len(shown) == len(sampled) else
+            f"<p class='note'>The first {len(shown)} of {len(sampled)} cells; draw any other "
+            "with <code>sweeper seeds RESULTS/SWEEP --where ...</code>.</p>")
+    body = (f"<p>One line per seed, coloured by {html.escape(phase.outcome)}: "
+            f"{svg.legend_html()}; dotted: the threshold.</p>" + note + "".join(parts))
+    return links, _section("seeds", "Seeds of each cell", body)
+
+
+MAX_FAILED_ROWS = 200
+
+
+def _failed_section(trials: pd.DataFrame, keys: Sequence[str]) -> str:
+    """Failed trials (the code raised on every attempt) with their errors."""
+    if "status" not in trials.columns:
+        return ""
+    failed = trials[trials["status"] == "failed"]
+    if failed.empty:
+        return _section("failed", "Failed trials", "<p>No trial failed.</p>")
+    columns = ["trial_id", *[k for k in keys if k in failed.columns],
+               *[c for c in ("seed", "attempts", "host") if c in failed.columns], "error"]
+    shown = failed[columns].head(MAX_FAILED_ROWS)
+    rows = []
+    for _, row in shown.iterrows():
+        cells = "".join(f"<td class='text'>{html.escape(fmt_number(row[c], None))}</td>"
+                        for c in columns[:-1])
+        error = html.escape(str(row["error"] or ""))
+        rows.append(f"<tr>{cells}<td class='error'>{error}</td></tr>")
+    head = "".join(f"<th class='text'>{html.escape(c)}</th>" for c in columns)
+    more = ("" if len(failed) <= MAX_FAILED_ROWS else
+            f"<p class='note'>{len(failed) - MAX_FAILED_ROWS} more not shown.</p>")
+    body = (f"<p>{len(failed)} trials failed (their code raised on every attempt); they are "
+            "not counted as seeds, and a later run trains them again.</p>"
+            f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
+            f"</tbody></table></div>{more}")
+    return _section("failed", "Failed trials", body)
+
+
+def _objective_section(trials: pd.DataFrame, info, outcome: str,
+                       figures: dict[str, Figure]) -> str:
+    """A random or Optuna search: the objective per cell against each parameter."""
+    from .search import best_first, objective_cells
+    from .seeds import varying_columns
+
+    objective = info.objective or outcome
+    if objective not in trials.columns:
+        return ""
+    keys = [c for c in info.axes if c in trials.columns] or varying_columns(trials)
+    if not keys:
+        return ""
+    cells = objective_cells(trials, keys, objective)
+    if cells.empty:
+        return ""
+    figures["objective"] = plots.objective_figure(cells, keys, objective, info.scales(),
+                                                  info.direction)
+    best = best_first(cells, info.direction).head(10)
+    body = (_figure_html(figures["objective"], "objective",
+                         f"{objective} per cell (mean over its counted seeds) against each "
+                         "parameter")
+            + f"<h3>Best cells ({html.escape(info.direction or 'maximize')})</h3>"
+            + _table(best, {k: None for k in keys}))
+    return _section("objective", f"Search: {objective} against the parameters", body)
 
 
 def _family_figures(results: Results, columns: set[str]) -> set[str]:
@@ -246,7 +398,7 @@ def _axes(trials: pd.DataFrame, x: str | None, y: str | None, facet: str | None
 def make_report(results: Results, *, x: str | None = None, y: str | None = None,
                 facet: str | None = "auto", thresholds: Thresholds = DEFAULT_THRESHOLDS,
                 min_seeds: int = 3, cells: list[dict] | None = None,
-                outcome: str | None = None) -> Report:
+                outcome: str | None = None, base: object = None) -> Report:
     """Build the page. Axes default to the swept columns (see `phase.default_axes`); the
     outcome to the one the sweep's family names (copy: attention_learned)."""
     x, y, facet = _axes(results.trials, x, y, facet)
@@ -255,13 +407,19 @@ def make_report(results: Results, *, x: str | None = None, y: str | None = None,
     threshold = (thresholds.attention_learned if outcome == "attention_learned"
                  else thresholds.accuracy)
     phase = compute_phase(trials, x, y, facet, min_seeds=min_seeds,
-                          accuracy_threshold=threshold, outcome=outcome)
+                          accuracy_threshold=threshold, outcome=outcome, base=base)
     cells = cells if cells is not None else representative_cells(phase)
-    figures = {"phase": plots.phase_figure(phase), "regimes": plots.regime_figure(phase)}
+    info = search_info(next(iter(results.manifests.values()), {}))
+    figures = {"phase": plots.phase_figure(phase, scales=info.scales()),
+               "regimes": plots.regime_figure(phase, info.scales())}
+    objective = _objective_section(trials, info, outcome, figures) if info.drawn else ""
+    linked, seeds = _seeds_section(results, trials, phase, thresholds)
+    keys = [k for k in (facet, x, y) if k]
     sections = [_manifest_section(results), _counts_section(results, phase),
-                _phase_section(phase, figures),
+                _phase_section(phase, figures, linked), objective,
                 _trajectory_section(results, trials, cells, figures),
-                _onset_section(trials, phase, figures), _cells_section(phase)]
+                _onset_section(trials, phase, figures), seeds,
+                _failed_section(trials, keys), _cells_section(phase, linked)]
     names = ", ".join(results.manifests)
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from sweeper.families import family_of
 from sweeper.results import Metric, Store, derive_outcomes, label_entropy, trial_id
+from sweeper.results.summary import SummaryWriter
 
 _STR, _I64, _F64, _BOOL = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 _LIST = pa.list_(pa.float64())
@@ -355,10 +356,13 @@ def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, 
     config_types = TOPIC_CONFIG if topic else COPY_CONFIG
     budget = configs[["train.steps", "train.eval_every"]].iloc[0]
     steps = logged_steps(int(budget["train.steps"]), int(budget["train.eval_every"]))
+    summary = SummaryWriter(store, sweep)  # cells.parquet, as a sweep's Recorder keeps it
     for group in _packs(configs, pack_by, pack_size):
         pack = _Pack("", group, steps)
         (_topic_curves if topic else _copy_curves)(pack, rng)
-        store.write_pack(sweep, _records(pack, config_types, topic, rng, failed, diverged))
+        records = _records(pack, config_types, topic, rng, failed, diverged)
+        summary.add(store.write_pack(sweep, records), records, write=False)
+    summary.write()
     store.write_manifest(sweep, _manifest(sweep, configs["task.id"].iloc[0],
                                           configs["model.id"].iloc[0], len(configs)))
     return Path(root) / sweep

@@ -32,6 +32,7 @@ class Progress:
         stream = sys.stderr if stream is None else stream
         self.total, self.stream, self.every_s = total, stream, every_s
         self.done = self.failed = self.running = 0
+        self.packs: dict[str, tuple[int, int]] = {}  # running packs: (step reached, budget)
         self.start = time.perf_counter()
         self._last = 0.0
         self.tty = hasattr(stream, "isatty") and stream.isatty()
@@ -58,7 +59,16 @@ class Progress:
         else:
             bar, eta, count = "", "", str(finished)
         return (f"{bar}{count} trials: {self.done} done, {self.failed} failed, "
-                f"{self.running} running | {rate:.2f} trials/s | {eta}").rstrip(" |")
+                f"{self.running} running{self._steps()} | {rate:.2f} trials/s | {eta}"
+                ).rstrip(" |")
+
+    def _steps(self) -> str:
+        """Where the running packs are: ' (steps 120/400, 40/400)', at most 3 listed."""
+        reached = [f"{step}/{steps}" for step, steps in self.packs.values()]
+        if not reached:
+            return ""
+        more = f", +{len(reached) - 3}" if len(reached) > 3 else ""
+        return f" (step{'s' * (len(reached) > 1)} {', '.join(reached[:3])}{more})"
 
     def close(self) -> None:
         self.update(force=True)
@@ -79,10 +89,63 @@ class Recorder:
     stored: set[str] = field(default_factory=set)
     written: int = 0
     lost_trials: int = 0
+    # the cell summary (sweeper.results.summary: RESULTS/SWEEP/cells.parquet), kept current
+    # after every committed pack, and the running packs for progress.json
+    summary: Any = None
+    packs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _progress_at: float = 0.0
+    _warned: bool = False
 
     def started(self, specs: list[TrialSpec]) -> None:
         self.progress.running += len(specs)
+        key = _pack_key(specs)
+        self.packs[key] = {"pack": key, "trials": len(specs), "step": 0,
+                           "steps": int(specs[0].train["steps"]), "started": _now()}
+        self.progress.packs[key] = (0, int(specs[0].train["steps"]))
         self.progress.update()
+        self.write_progress(force=True)
+
+    def progressed(self, specs: list[TrialSpec], step: int) -> None:
+        """A running pack's workers reached evaluation step `step` (throttled reports)."""
+        key = _pack_key(specs)
+        if key not in self.packs:
+            return
+        self.packs[key]["step"] = int(step)
+        self.progress.packs[key] = (int(step), self.packs[key]["steps"])
+        self.progress.update()
+        self.write_progress()
+
+    def write_progress(self, force: bool = False, state: str = "running") -> None:
+        """RESULTS/SWEEP/progress.json, at most once a second unless forced; a failed write
+        is one warning, never the sweep's end (the file is a view, not a record)."""
+        now = time.perf_counter()
+        if not force and now - self._progress_at < 1.0:
+            return
+        self._progress_at = now
+        from sweeper.results.summary import PROGRESS_FILE, progress_bytes
+
+        payload = {"sweep": self.sweep, "state": state, "host": socket.gethostname(),
+                   "planned": self.progress.total, "done": self.progress.done,
+                   "failed": self.progress.failed, "running": self.progress.running,
+                   "lost": self.lost_trials, "written": self.written,
+                   "packs": list(self.packs.values())}
+        self._quietly(lambda: self.store._put(self.store.path(self.sweep, PROGRESS_FILE),
+                                              progress_bytes(payload)))
+
+    def _quietly(self, write) -> None:
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - a view file must never stop a sweep
+            if not self._warned:
+                self._warned = True
+                self.progress.stream.write(f"warning: could not write the sweep's progress or "
+                                           f"cell summary ({exc}); results are unaffected\n")
+
+    def close(self) -> None:
+        """The sweep's end (finished or interrupted): the last progress line and file."""
+        self.progress.close()
+        self.packs.clear()
+        self.write_progress(force=True, state="finished")
 
     def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
                  node_id: str | None = None, running: bool = True) -> None:
@@ -91,15 +154,26 @@ class Recorder:
             self.progress.running -= len(specs)
         fresh = [r for r in results if r.trial_id not in self.stored]
         if fresh:
-            self.store.write_pack(self.sweep, fresh, attempts, node_id)
+            pack = self.store.write_pack(self.sweep, fresh, attempts, node_id)
             self.stored.update(r.trial_id for r in fresh)
             self.written += len(fresh)
+            self._quietly(lambda: self._summary().add(pack, fresh, attempts, node_id))
+        self.packs.pop(_pack_key(specs), None)
+        self.progress.packs.pop(_pack_key(specs), None)
         for r in fresh:
             if r.status == "failed":
                 self.progress.failed += 1
             else:
                 self.progress.done += 1
         self.progress.update()
+        self.write_progress(force=True)
+
+    def _summary(self):
+        if self.summary is None:
+            from sweeper.results.summary import SummaryWriter
+
+            self.summary = SummaryWriter(self.store, self.sweep)
+        return self.summary
 
     def failed(self, specs: list[TrialSpec], error: str, attempts: int,
                running: bool = True) -> None:
@@ -110,9 +184,25 @@ class Recorder:
         """A pack whose worker kept being lost: nothing stored, so the next run trains it."""
         self.progress.running -= len(specs)
         self.lost_trials += len(specs)
+        self.packs.pop(_pack_key(specs), None)
+        self.progress.packs.pop(_pack_key(specs), None)
         last = error.strip().splitlines()[-1] if error.strip() else "worker lost"
         self.progress.stream.write(f"warning: a pack of {len(specs)} trials lost its worker "
                                    f"repeatedly ({last}); left pending for the next run\n")
+        self.write_progress(force=True)
+
+
+def _pack_key(specs: list[TrialSpec]) -> str:
+    """A running pack's name: the id its files get when all its trials are fresh."""
+    from sweeper.results import pack_id
+
+    return pack_id(s.trial_id for s in specs)
+
+
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass
@@ -140,6 +230,9 @@ class Feedback:
     def lost(self, specs: list[TrialSpec], error: str) -> None:
         self.recorder.lost(specs, error)
         self.strategy.tell(specs, None)
+
+    def progressed(self, specs: list[TrialSpec], step: int) -> None:
+        self.recorder.progressed(specs, step)
 
 
 def result_from_report(spec: TrialSpec, payload: Mapping[str, Any]) -> TrialResult:
@@ -215,7 +308,7 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
             executor.run(sweep, strategy, feedback)
     finally:
         strategy.close()
-    recorder.progress.close()
+    recorder.close()
     seconds = time.perf_counter() - start
     return {"sweep": sweep.name, "expanded": record["trials_expanded"],
             "already_stored": len(stored), "ran": recorder.written, "packs": feedback.packs,

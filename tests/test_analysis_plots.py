@@ -44,8 +44,9 @@ def test_phase_figure_panels_labels_and_title(copy_report, tmp_path):
         assert ax.get_xlabel() == "co-occurrence strength c"
         assert ax.get_ylabel() == "hardness h"
         assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "0.25", "0.5", "1"]
-    assert ("Where attention learning succeeds (best head's attention accuracy ≥ 0.9)"
-            in fig._suptitle.get_text())
+    title = " ".join(fig._suptitle.get_text().split())  # the title names outcome and axes
+    assert title.startswith("p(attention learned: best head's attention accuracy ≥ 0.9) over "
+                            "co-occurrence strength c × hardness h, by heads H")
     assert_png(fig, tmp_path / "phase.png")
     assert ET.parse(plots.save(fig, tmp_path / "phase.svg")).getroot().tag.endswith("svg")
     assert phase.accuracy_threshold == 0.9 and phase.outcome == "attention_learned"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 from html.parser import HTMLParser
 
 import pandas as pd
@@ -67,7 +68,7 @@ class Page(HTMLParser):
 def test_report_has_every_section(copy_report):
     page = Page(copy_report[0].html)
     assert list(page.sections) == ["manifest", "counts", "phase", "trajectories", "onsets",
-                                   "cells"]
+                                   "seeds", "failed", "cells"]
     assert page.sections["phase"]["title"] == ("Phase diagram: success = attention learned: "
                                                "best head's attention accuracy ≥ 0.9")
     assert copy_report[1].read_text(encoding="utf-8") == copy_report[0].html
@@ -101,8 +102,9 @@ def test_cells_table_numbers_come_from_the_phase_object(copy_report):
     assert len(rows) == len(expected) + 1
     header = rows[0]
     assert header[:4] == ["model.heads", "task.cooccurrence", "task.hardness", "trials"]
+    assert header[-1] == "seeds"  # each cell links to its seeds' panel
     for shown, (_, row) in zip(rows[1:], expected.iterrows(), strict=True):
-        assert shown == [fmt_number(row[c], digits.get(c, 3)) for c in expected.columns]
+        assert shown[:-1] == [fmt_number(row[c], digits.get(c, 3)) for c in expected.columns]
 
 
 def test_phase_object_matches_an_independent_computation(store, copy_report):
@@ -139,8 +141,37 @@ def test_topic_report_through_the_cli(store, tmp_path, capsys):
     assert main(["report", str(store / "topic"), "-o", str(out), "--threshold", "0.9"]) == 0
     assert capsys.readouterr().out.startswith(f"wrote {out}: 144 trials, 48 cells, 3 figures")
     page = Page(out.read_text(encoding="utf-8"))
-    assert list(page.sections) == ["manifest", "counts", "phase", "trajectories", "cells"]
+    assert list(page.sections) == ["manifest", "counts", "phase", "trajectories", "seeds",
+                                   "failed", "cells"]
     assert page.sections["phase"]["title"] == ("Phase diagram: success = learned: token "
                                                "accuracy ≥ 0.9")
     assert len(page.images) == 3
     assert page.sections["cells"]["tables"][0][0][0] == "model.classifier"
+
+
+def test_each_phase_cell_links_to_its_seeds_panel(copy_report):
+    """The phase figure's image map and the cells table link every sampled cell to a panel
+    of its seeds' curves in the same page (static anchors), each seed coloured by outcome."""
+    report, _ = copy_report
+    text, phase = report.html, report.phase
+    sampled = phase.cells[phase.cells["n_trials"] > 0]
+    areas = re.findall(r"<area shape='rect' coords='(\d+),(\d+),(\d+),(\d+)' "
+                       r"href='#(seeds-\d+)'", text)
+    assert len(areas) == len(sampled)
+    for x0, y0, x1, y1, anchor in areas:
+        assert int(x1) > int(x0) and int(y1) > int(y0)
+        assert f"<div class='seeds' id='{anchor}'>" in text
+    assert "usemap='#phase-cells'" in text
+    panel = text[text.index("id='seeds-0'"):]
+    panel = panel[:panel.index("</div>")]
+    assert panel.count("<svg") == 2  # token accuracy and attention accuracy
+    assert "<polyline" in panel and "stroke-dasharray='2 2'" in panel  # curves and threshold
+
+
+def test_failed_trials_are_listed_with_their_errors(copy_report):
+    report, _ = copy_report
+    section = Page(report.html).sections["failed"]
+    assert section["tables"], "the copy fixture has failed trials"
+    rows = section["tables"][0]
+    assert rows[0][0] == "trial_id" and rows[0][-1] == "error"
+    assert all("worker died (synthetic)" in row[-1] for row in rows[1:])

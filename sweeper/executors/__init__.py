@@ -20,6 +20,11 @@ asks which executor it has. The contract of an `Executor`:
   exactly one of `finished` (results, possibly early-stopped), `failed` (the code raised on
   every attempt) or `lost` (its worker kept dying: nothing stored, pending for the next run).
   The sink stores the results, then tells the strategy (`sweeper.runner.Feedback`).
+- While a pack trains, an executor may report the evaluation step its workers reached,
+  `sink.progressed(specs, step)`, cheaply and throttled (the local executor from its report
+  callback; Ray workers with a small `tune.report` at most every `PROGRESS_EVERY_S`): the
+  progress line and `progress.json` show a long pack advancing. Progress never carries
+  results: what is stored still comes only from `finished` / `failed`.
 
 `make_executor(name, ...)` is the one place that maps a name to a class.
 """
@@ -48,6 +53,24 @@ class PackSink(Protocol):
     def failed(self, specs: list[TrialSpec], error: str, attempts: int) -> None: ...
 
     def lost(self, specs: list[TrialSpec], error: str) -> None: ...
+
+    def progressed(self, specs: list[TrialSpec], step: int) -> None: ...
+
+
+PROGRESS_EVERY_S = 2.0  # a worker's progress reports are at least this far apart
+
+
+def progress_reporter(sink: PackSink, specs: list[TrialSpec]):
+    """A `sweeper.train.Report` callback that tells `sink` of a pack's evaluation steps (in
+    this process; None for a sink that does not take progress)."""
+    progressed = getattr(sink, "progressed", None)
+    if progressed is None:
+        return None
+
+    def report(step: int, rows: list) -> None:
+        progressed(specs, step)
+
+    return report
 
 
 class Executor(Protocol):

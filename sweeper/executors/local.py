@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import SweeperInputError
-from sweeper.executors import PackSink, nothing_proposed
+from sweeper.executors import PackSink, nothing_proposed, progress_reporter
 from sweeper.workers import execute_pack_with_retries
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class LocalExecutor:
     def _train(self, specs: list[TrialSpec], device: str, retries: int, sink: PackSink) -> None:
         sink.started(specs)
         outcome = execute_pack_with_retries([s.config() for s in specs], device, self.threads,
-                                            retries)
+                                            retries, progress_reporter(sink, specs))
         if outcome.error is not None:
             sink.failed(specs, outcome.error, outcome.attempts)
         else:

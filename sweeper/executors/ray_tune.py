@@ -39,7 +39,7 @@ from ray import tune  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 
 from sweeper.errors import SweeperInputError  # noqa: E402
-from sweeper.executors import PackSink, nothing_proposed  # noqa: E402
+from sweeper.executors import PROGRESS_EVERY_S, PackSink, nothing_proposed  # noqa: E402
 from sweeper.plan import cell_specs  # noqa: E402
 from sweeper.runner import partial_result, result_from_report, result_to_report  # noqa: E402
 from sweeper.search_space import SweepFile  # noqa: E402
@@ -60,14 +60,15 @@ def _node() -> dict[str, str]:
 
 
 def _reporter(metric: str | None, last_step: int) -> Callable | None:
-    """Per-evaluation reports, only when a scheduler needs them (each costs a round trip).
+    """Per-evaluation reports, only when a scheduler needs them (each costs a round trip);
+    without one, the step reached, at most every PROGRESS_EVERY_S (`_progress_reporter`).
 
     The last evaluation goes out with the final report instead: ASHA stops every trial that
     reports step >= max_t, and a stop decided on a per-evaluation report comes before the
     final one, which would store a finished pack as `stopped`.
     """
     if metric is None:
-        return None
+        return _progress_reporter(last_step)
 
     def report(step: int, rows: list[dict]) -> None:
         if step >= last_step:
@@ -75,6 +76,23 @@ def _reporter(metric: str | None, last_step: int) -> Callable | None:
         values = [r[metric] for r in rows if not math.isnan(r[metric])]
         tune.report({"step": step, "rows": rows,
                      PACK_METRIC: sum(values) / len(values) if values else math.nan})
+
+    return report
+
+
+def _progress_reporter(last_step: int, every_s: float = PROGRESS_EVERY_S) -> Callable:
+    """The pack's evaluation step, no results, at most once per `every_s` seconds: one small
+    round trip to the driver every few seconds (a report blocks until Tune takes it)."""
+    import time
+
+    last = [time.monotonic()]
+
+    def report(step: int, rows: list[dict]) -> None:
+        now = time.monotonic()
+        if step >= last_step or now - last[0] < every_s:
+            return
+        last[0] = now
+        tune.report({"progress": True, "step": step})
 
     return report
 
@@ -188,10 +206,15 @@ class _StoreCallback(tune.Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if result.get("final"):
             self.final[trial.trial_id] = result
-        elif "rows" in result:
+            return
+        if "rows" in result:
             # a retry on the worker starts again from step 0: drop what the failed attempt sent
             rows = [r for r in self.rows.get(trial.trial_id, []) if r[0] < result["step"]]
             self.rows[trial.trial_id] = [*rows, (result["step"], result["rows"])]
+        if ("rows" in result or result.get("progress")) and trial.trial_id in self.searcher.packs:
+            progressed = getattr(self.sink, "progressed", None)
+            if progressed is not None:
+                progressed(self.searcher.packs[trial.trial_id], int(result["step"]))
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.rows.pop(trial.trial_id, None)  # the retry starts again from step 0

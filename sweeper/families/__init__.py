@@ -69,6 +69,8 @@ class Family:
     summary_columns: tuple[str, ...] = ("loss", "accuracy")  # a terminal summary's metrics
     labels: Mapping[str, str] = field(default_factory=dict)  # words for derived columns
     figures: tuple[str, ...] = ()  # extra figures `analysis` reports draw (e.g. "identity")
+    # the metrics a cell's per-seed curves show (`sweeper seeds`, the dashboard, the report)
+    seed_metrics: tuple[str, ...] = ("accuracy",)
     # a config that trains in well under a second: {"task": {...}, "model": {...},
     # "train": {...}}; the contract suite (tests/test_families.py) trains every family with it
     small: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -98,7 +100,7 @@ def register_family(family: Family) -> None:
     if family.name in FAMILIES:
         raise ValueError(f"family {family.name!r} is already registered")
     metric_names = {m.name for m in family.metrics}
-    for column in family.summary_columns:
+    for column in (*family.summary_columns, *family.seed_metrics):
         if column not in metric_names:
             raise ValueError(f"family {family.name!r}: summary column {column!r} is not one of "
                              "its metrics")

@@ -50,6 +50,7 @@ FAMILY = Family(
     metrics=copy_metrics(),
     phase_outcome="attention_learned",
     summary_columns=("loss", "accuracy", "attn_acc", "ktiw_acc", "uniform_acc"),
+    seed_metrics=("accuracy", "attn_acc"),
     labels={"task.content_tokens": "content tokens N", "task.lift": "lift (N-1)/(L-1)"},
     memory_bytes=memory_bytes,
     small={"task": {"length": 5, "hardness": 0.5}, "model": {"width": 8, "heads": 2},

@@ -46,6 +46,7 @@ FAMILY = Family(
     summary_columns=("loss", "accuracy", "topic_attention", "topic_score_mean",
                      "identity_residual"),
     figures=("identity",),
+    seed_metrics=("loss", "topic_attention", "accuracy"),
     memory_bytes=memory_bytes,
     small={"task": {"classes": 3, "vocab": 40, "samples": 200, "distractors": 5},
            "model": {"dim": 4, "classifier": "tl"}, "train": {"steps": 6, "eval_every": 3}},

@@ -1,0 +1,297 @@
+"""The cell summary and the progress file: what a dashboard (or a sampler) reads of a sweep
+without rescanning its trajectories.
+
+`RESULTS/<sweep>/cells.parquet` holds one row per *configuration* (a cell at the finest grain:
+every config column, `task.*`, `model.*`, `train.*`, but not `seed`) with additive counts:
+trials per status and, per success outcome, the counted seeds, successes and the sum of the
+successes' steps. Any coarser cell (a pair of axes and a facet, pooled over the rest) is a sum
+of these rows, so a phase diagram for any axes comes from this one small file
+(`analysis.phase.phase_from_summary`), by the one counting rule of `sweeper.results.cells`.
+
+Its writer is the sweep's single writer (`sweeper.runner.Recorder`): after each pack's trials
+file is committed it adds the pack's rows and writes the file whole (temporary name and rename,
+or one put). The file's metadata names the trials files it covers, so a reader can tell
+whether it is current: committed files it does not cover (a crash between the pack and the
+summary, a store written by an older sweeper) are read and added; a covered file that is gone
+(compaction, quarantine) makes the reader rebuild it from the trials table
+(`current_summary`). Trajectories are never read for it.
+
+`RESULTS/<sweep>/progress.json` is the running driver's view (throttled, written whole): trials
+done, failed, running and planned, and each running pack's step (`write_progress`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from sweeper.results.cells import counted, wilson_interval
+from sweeper.results.layout import COMPACT_PREFIX, is_part
+from sweeper.results.outcomes import SUCCESS_OUTCOMES
+
+SUMMARY_FILE = "cells.parquet"
+PROGRESS_FILE = "progress.json"
+SUMMARY_VERSION = 1
+CONFIG_PREFIXES = ("task.", "model.", "train.", "optim.")
+STATUSES = ("ok", "diverged", "failed", "stopped")
+COUNT_COLUMNS = ("n_trials", *STATUSES)
+
+
+def config_columns(columns: Iterable[str]) -> list[str]:
+    """The columns that make a configuration (everything swept or fixed but the seed)."""
+    return [c for c in columns if c.startswith(CONFIG_PREFIXES)]
+
+
+def outcome_columns(outcome: str) -> tuple[str, str, str]:
+    """The summary's three columns of a success outcome: counted seeds, successes, and the
+    sum of the successes' steps (e.g. learned_n, learned_successes, learned_steps)."""
+    return f"{outcome}_n", f"{outcome}_successes", f"{outcome}_steps"
+
+
+def contributions(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per-configuration counts of some trials rows (any status), one row per configuration."""
+    keys = config_columns(trials.columns)
+    status = trials["status"] if "status" in trials.columns else pd.Series("ok", trials.index)
+    work = pd.DataFrame({"n_trials": 1}, index=trials.index)
+    for s in STATUSES:
+        work[s] = (status == s).astype("int64")
+    for outcome, steps in SUCCESS_OUTCOMES.items():
+        if outcome not in trials.columns:
+            continue
+        n, k, total = outcome_columns(outcome)
+        is_counted = counted(trials, outcome)
+        success = is_counted & trials[outcome].astype("boolean").fillna(False)
+        work[n] = is_counted.astype("int64")
+        work[k] = success.astype("int64")
+        step = (pd.to_numeric(trials[steps], errors="coerce").astype(float)
+                if steps in trials.columns else pd.Series(np.nan, trials.index))
+        work[total] = step.where(success, 0.0).fillna(0.0)
+    for key in keys:
+        work[key] = trials[key]
+    return _sum(work, keys)
+
+
+def _sum(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    counts = [c for c in frame.columns if c not in keys]
+    if not keys:
+        return frame[counts].sum().to_frame().T
+    return frame.groupby(keys, dropna=False, sort=True)[counts].sum().reset_index()
+
+
+@dataclass
+class CellSummary:
+    """Per-configuration counts and the trials files they cover (names, not paths)."""
+
+    cells: pd.DataFrame
+    files: set[str] = field(default_factory=set)
+
+    @classmethod
+    def empty(cls) -> CellSummary:
+        return cls(pd.DataFrame({c: pd.Series(dtype="int64") for c in COUNT_COLUMNS}), set())
+
+    @property
+    def trials(self) -> int:
+        return int(self.cells["n_trials"].sum()) if len(self.cells) else 0
+
+    def add(self, trials: pd.DataFrame, files: Iterable[str]) -> None:
+        """Add the rows of newly committed trials files (their names in `files`)."""
+        if len(trials):
+            new = contributions(trials)
+            both = pd.concat([self.cells, new], ignore_index=True) if len(self.cells) else new
+            keys = config_columns(both.columns)
+            counts = [c for c in both.columns if c not in keys]
+            both[counts] = both[counts].fillna(0)
+            self.cells = _sum(both, keys)
+        self.files |= set(files)
+
+    def table(self) -> pa.Table:
+        frame = self.cells
+        for column in frame.columns:
+            if column in COUNT_COLUMNS or column.endswith(("_n", "_successes")):
+                frame[column] = frame[column].astype("int64")
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        meta = {"version": SUMMARY_VERSION, "files": sorted(self.files),
+                "trials": self.trials,
+                "updated": dt.datetime.now(dt.timezone.utc).isoformat()}
+        return table.replace_schema_metadata({b"sweeper.summary": json.dumps(meta).encode()})
+
+    def to_bytes(self) -> bytes:
+        buffer = io.BytesIO()
+        pq.write_table(self.table(), buffer)
+        return buffer.getvalue()
+
+
+def read_summary(fs: pafs.FileSystem, folder: str) -> CellSummary | None:
+    """The summary file of a sweep folder, or None (absent, or not readable: then a reader
+    rebuilds it from the trials)."""
+    path = f"{folder}/{SUMMARY_FILE}"
+    try:
+        if fs.get_file_info(path).type != pafs.FileType.File:
+            return None
+        table = pq.read_table(path, filesystem=fs)
+        meta = json.loads((table.schema.metadata or {}).get(b"sweeper.summary", b"{}"))
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    if meta.get("version") != SUMMARY_VERSION:
+        return None
+    return CellSummary(to_frame(table), set(meta.get("files", [])))
+
+
+def trial_file_names(fs: pafs.FileSystem, folder: str) -> set[str]:
+    """The `part-*.parquet` names in a sweep's trials folder (one listing, no file opened)."""
+    selector = pafs.FileSelector(f"{folder}/trials", allow_not_found=True)
+    return {i.base_name for i in fs.get_file_info(selector)
+            if i.type == pafs.FileType.File and is_part(i.base_name)}
+
+
+def current_summary(fs: pafs.FileSystem, folder: str, committed: Sequence[str],
+                    summary: CellSummary | None = None,
+                    read_trials=None) -> tuple[CellSummary, bool]:
+    """The summary brought up to date with the committed trials files (names): from `summary`
+    (or the file), adding the files it lacks; rebuilt from every trials file when a file it
+    covers is gone. `read_trials(names) -> DataFrame` reads trials files (default: pyarrow,
+    whole files). Returns (summary, changed)."""
+    committed = set(committed)
+    if summary is None:
+        summary = read_summary(fs, folder)
+    if read_trials is None:
+        def read_trials(names):
+            return read_trial_files(fs, folder, names)
+    if summary is None or summary.files - committed:
+        fresh = CellSummary.empty()
+        fresh.add(read_trials(sorted(committed)), committed)
+        return fresh, True
+    missing = committed - summary.files
+    if missing:
+        summary.add(read_trials(sorted(missing)), missing)
+    return summary, bool(missing)
+
+
+def read_trial_files(fs: pafs.FileSystem, folder: str, names: Sequence[str]) -> pd.DataFrame:
+    """Trials files of a sweep, by name, as one frame (legacy column names made current)."""
+    tables = []
+    for name in names:
+        try:
+            tables.append(pq.read_table(f"{folder}/trials/{name}", filesystem=fs))
+        except (pa.ArrowException, OSError, ValueError):
+            continue  # a damaged file: the commit scan warns of it and recovery moves it
+    if not tables:
+        return pd.DataFrame({"status": pd.Series(dtype=str)})
+    table = pa.concat_tables([t.replace_schema_metadata(None) for t in tables],
+                             promote_options="permissive")
+    return current_names(to_frame(table))
+
+
+def is_compacted(name: str) -> bool:
+    return name.startswith(COMPACT_PREFIX)
+
+
+_NULLABLE = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+             pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+
+
+def to_frame(table: pa.Table) -> pd.DataFrame:
+    """Arrow to pandas with nullable ints and bools (as `analysis.load.to_frame`)."""
+    return table.to_pandas(types_mapper=_NULLABLE.get)
+
+
+def current_names(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns an older store called otherwise (optim.lr) under today's names (train.lr)."""
+    from sweeper.results.schema import LEGACY_COLUMNS
+
+    for old, new in LEGACY_COLUMNS.items():
+        if old in frame.columns:
+            frame[new] = frame[new].fillna(frame[old]) if new in frame.columns else frame[old]
+            frame = frame.drop(columns=[old])
+    return frame
+
+
+class SummaryWriter:
+    """Keeps a sweep's cells.parquet current as its single writer commits packs.
+
+    `add(pack, records)` after the pack's trials file is written. The first call brings the
+    file up to date with what is stored (reading only the trials files it lacks)."""
+
+    def __init__(self, store, sweep: str):
+        self.store, self.sweep = store, sweep
+        self.summary: CellSummary | None = None
+
+    def _start(self) -> None:
+        fs, folder = self.store.fs, self.store.path(self.sweep)
+        committed = [p.rsplit("/", 1)[1] for p in self.store.files(self.sweep, "trials")]
+        self.summary, _ = current_summary(fs, folder, committed)
+
+    def add(self, pack: str, records: Sequence, attempts: int = 1,
+            node_id: str | None = None, write: bool = True) -> None:
+        from sweeper.results.layout import part_name
+        from sweeper.results.records import trials_table
+
+        name = part_name(pack)
+        if self.summary is None:
+            self._start()  # the store already holds this pack: it is read with the rest
+        if name not in self.summary.files:
+            table = trials_table(records, self.sweep, pack, attempts, node_id)
+            self.summary.add(to_frame(table), [name])
+        if write:
+            self.write()
+
+    def write(self) -> None:
+        if self.summary is None:
+            self._start()
+        self.store._put(self.store.path(self.sweep, SUMMARY_FILE), self.summary.to_bytes())
+
+
+# -- cells from the summary ------------------------------------------------------------------
+def summary_cells(summary: pd.DataFrame, axes: Sequence[str], outcome: str,
+                  confidence: float = 0.95) -> pd.DataFrame:
+    """Cells of `axes` (pooled over every other configuration column) from summary rows, with
+    the columns of `sweeper.results.cell_stats` (median_steps: the mean over the successes,
+    since a median does not add up; NaN without successes)."""
+    n, k, total = outcome_columns(outcome)
+    axes = list(axes)
+    work = summary[[*axes, "n_trials", "failed"]].copy()
+    work["n"] = summary[n] if n in summary.columns else 0
+    work["successes"] = summary[k] if k in summary.columns else 0
+    work["steps"] = summary[total] if total in summary.columns else 0.0
+    if axes:
+        cells = work.groupby(axes, dropna=False, sort=True)[
+            ["n_trials", "n", "successes", "steps", "failed"]].sum().reset_index()
+    else:
+        cells = work[["n_trials", "n", "successes", "steps", "failed"]].sum().to_frame().T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cells["p"] = np.where(cells["n"] > 0, cells["successes"] / cells["n"].clip(lower=1),
+                              np.nan)
+        cells["median_steps"] = np.where(cells["successes"] > 0,
+                                         cells["steps"] / cells["successes"].clip(lower=1),
+                                         np.nan)
+    cells["p_low"], cells["p_high"] = wilson_interval(cells["successes"], cells["n"], confidence)
+    from sweeper.results.cells import CELL_COLUMNS
+
+    return cells[[*axes, *CELL_COLUMNS]]
+
+
+# -- progress ----------------------------------------------------------------------------------
+def progress_bytes(progress: dict) -> bytes:
+    return json.dumps({**progress, "updated": dt.datetime.now(dt.timezone.utc).isoformat()},
+                      indent=1).encode()
+
+
+def read_progress(fs: pafs.FileSystem, folder: str) -> dict | None:
+    """The driver's last progress of a sweep (None when it never wrote one)."""
+    path = f"{folder}/{PROGRESS_FILE}"
+    try:
+        if fs.get_file_info(path).type != pafs.FileType.File:
+            return None
+        with fs.open_input_stream(path) as stream:
+            return json.loads(stream.read().decode())
+    except (pa.ArrowException, OSError, ValueError):
+        return None
