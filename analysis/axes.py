@@ -152,3 +152,13 @@ def axis_scale(column: str | None, values: Sequence, log: bool | None = None) ->
     if kind == "log":
         edges = np.exp(edges)
     return AxisScale(column, values, kind, v, edges)
+
+
+def phase_title(phase) -> str:
+    """What the figure shows, from its outcome and axes: 'p(attention learned) over
+    co-occurrence strength c × hardness h, by heads H', then how cells are judged."""
+    by = f", by {axis_label(phase.facet)}" if phase.facet else ""
+    pooled = f"; pooled over {', '.join(phase.pooled)}" if phase.pooled else ""
+    return (f"p({phase.success_text()}) over {axis_label(phase.x)} × {axis_label(phase.y)}"
+            f"{by}\nboundary at p = {phase.level:g}; {phase.confidence:.0%} Wilson intervals; "
+            f"cells need ≥ {phase.min_seeds} seeds{pooled}")

@@ -34,9 +34,11 @@ from .axes import (  # noqa: F401 - the words for columns, re-exported for calle
     symbol,
     value_label,
 )
+from .axes import phase_title  # noqa: F401 - the title of a phase figure
 from .axes import tick as _tick
 from .errors import AnalysisInputError
 from .phase import PhaseDiagram
+from .seeds import metric_thresholds, outcome_class  # noqa: F401 - how seeds are coloured
 
 COPY_METRICS = ("accuracy", "attn_acc", "ktiw_acc", "uniform_acc")
 FORMATS = (".png", ".svg", ".pdf")
@@ -201,16 +203,6 @@ def _phase_layout(phase: PhaseDiagram, rows: int, legend: int) -> _PhaseLayout:
     title_lines = wrap_title(phase_title(phase), layout.size[0]).count("\n") + 1
     return replace(layout, legend_cols=cols, bottom=0.75 + 0.25 * legend_rows,
                    top=0.3 + 0.25 * title_lines)
-
-
-def phase_title(phase: PhaseDiagram) -> str:
-    """What the figure shows, from its outcome and axes: 'p(attention learned) over
-    co-occurrence strength c × hardness h, by heads H', then how cells are judged."""
-    by = f", by {axis_label(phase.facet)}" if phase.facet else ""
-    pooled = f"; pooled over {', '.join(phase.pooled)}" if phase.pooled else ""
-    return (f"p({phase.success_text()}) over {axis_label(phase.x)} × {axis_label(phase.y)}"
-            f"{by}\nboundary at p = {phase.level:g}; {phase.confidence:.0%} Wilson intervals; "
-            f"cells need ≥ {phase.min_seeds} seeds{pooled}")
 
 
 def _phase_legend(phase: PhaseDiagram) -> list:
@@ -509,24 +501,6 @@ def topic_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
 
 
 # ---------------------------------------------------------------- seeds of cells
-
-def metric_thresholds(thresholds) -> dict[str, float]:
-    """The threshold each metric's outcome is judged at (drawn on the seeds' curves)."""
-    return {"accuracy": thresholds.accuracy, "attn_acc": thresholds.attention_learned,
-            "ktiw_acc": thresholds.ktiw}
-
-
-def outcome_class(trials: pd.DataFrame, outcome: str) -> pd.Series:
-    """Per trial: success, failure (the outcome false), diverged, or other (failed, stopped,
-    unknown): how the seeds' curves are coloured."""
-    status = trials["status"] if "status" in trials.columns else pd.Series("ok", trials.index)
-    value = trials[outcome].astype("boolean") if outcome in trials.columns else pd.Series(
-        pd.NA, index=trials.index, dtype="boolean")
-    out = np.where(status == "diverged", "diverged",
-                   np.where(~status.isin(COUNTED_STATUSES) | value.isna().to_numpy(), "other",
-                            np.where(value.fillna(False).to_numpy(), "success", "failure")))
-    return pd.Series(out, index=trials.index)
-
 
 def seeds_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
                  cells: Sequence[Mapping[str, object]], metrics: Sequence[str],

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from sweeper.results import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
+from sweeper.results import COUNTED_STATUSES, DEFAULT_THRESHOLDS, Thresholds, with_outcomes
 
 from .errors import AnalysisInputError, unknown_column
 from .load import Results
@@ -110,3 +110,21 @@ def cell_of(trials: pd.DataFrame, cell: Mapping[str, object]) -> pd.DataFrame:
         else:
             mask &= (values == value).fillna(False).to_numpy(dtype=bool)
     return trials[mask]
+
+
+def metric_thresholds(thresholds) -> dict[str, float]:
+    """The threshold each metric's outcome is judged at (drawn on the seeds' curves)."""
+    return {"accuracy": thresholds.accuracy, "attn_acc": thresholds.attention_learned,
+            "ktiw_acc": thresholds.ktiw}
+
+
+def outcome_class(trials: pd.DataFrame, outcome: str) -> pd.Series:
+    """Per trial: success, failure (the outcome false), diverged, or other (failed, stopped,
+    unknown): how the seeds' curves are coloured."""
+    status = trials["status"] if "status" in trials.columns else pd.Series("ok", trials.index)
+    value = trials[outcome].astype("boolean") if outcome in trials.columns else pd.Series(
+        pd.NA, index=trials.index, dtype="boolean")
+    out = np.where(status == "diverged", "diverged",
+                   np.where(~status.isin(COUNTED_STATUSES) | value.isna().to_numpy(), "other",
+                            np.where(value.fillna(False).to_numpy(), "success", "failure")))
+    return pd.Series(out, index=trials.index)

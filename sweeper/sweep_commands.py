@@ -29,6 +29,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     sweep = _load(args.file)
     store = Store.open(_results_root(args, sweep))
     plan = make_plan(sweep, store.stored_ids(sweep.name))
+    from sweeper.results.cells import resolution_warning
+
+    unresolved = resolution_warning(len(sweep.seeds))  # on stderr: --json stays parseable
+    if unresolved:
+        print(unresolved, file=sys.stderr)
     if plan.adaptive:
         print(f"{sweep.name}: adaptive search (optuna, {sweep.search.objective} "
               f"{sweep.search.direction}): up to {sweep.search.trials} cells x "

@@ -94,3 +94,29 @@ def cell_stats(trials: pd.DataFrame, axes: Sequence[str], outcome: str = "learne
                               np.nan)
     cells["p_low"], cells["p_high"] = wilson_interval(cells["successes"], cells["n"], confidence)
     return cells[[*([] if not axes else axes), *CELL_COLUMNS]]
+
+
+def seeds_to_resolve(level: float = 0.5, confidence: float = 0.95) -> int:
+    """The fewest seeds with which a cell can be called learned or failed at all: all of
+    them succeeding (or none) puts the Wilson interval above (below) `level` (4 at 0.5, 95%)."""
+    n = 1
+    while n < 10_000:
+        low, _ = wilson_interval(n, n, confidence)
+        _, high = wilson_interval(0, n, confidence)
+        if float(low) > level and float(high) < level:
+            return n
+        n += 1
+    return n
+
+
+def resolution_warning(seeds: int, level: float = 0.5, confidence: float = 0.95,
+                       min_seeds: int = 3) -> str | None:
+    """A warning when `seeds` per cell can never resolve a cell under the phase rule (Wilson
+    interval at `confidence` against `level`, at least `min_seeds` seeds); else None."""
+    needed = max(seeds_to_resolve(level, confidence), min_seeds)
+    if seeds >= needed:
+        return None
+    return (f"warning: {seeds} seed{'s' * (seeds != 1)} per cell cannot resolve a cell: with "
+            f"{confidence:.0%} Wilson intervals around p = {level:g} a cell needs at least "
+            f"{needed} seeds to be called learned or failed, so every cell will show as "
+            "unreliable or insufficient; use seeds: " + str(needed) + " or more")

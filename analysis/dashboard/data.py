@@ -1,0 +1,466 @@
+"""What the dashboard shows of one sweep, as plain JSON-able data (the server only routes).
+
+- Phase diagrams come from the sweep's cell summary (`sweeper.results.summary`,
+  cells.parquet), brought up to date with the committed trials files by name: a new pack
+  costs one small read, trajectories are never scanned (`SweepView.phase`).
+- The trials table is cached in memory and grown file by file as packs land (files are
+  immutable), for a cell's trials, failed trials and the objective of a search.
+- A cell's curves read only the trajectories files of its trials' packs, filtered by trial id.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from sweeper.results import DEFAULT_THRESHOLDS, SUCCESS_OUTCOMES, committed_files
+from sweeper.results.layout import COMPACT_PREFIX, part_name
+from sweeper.results.summary import (
+    CellSummary,
+    current_summary,
+    outcome_columns,
+    read_progress,
+    read_summary,
+    read_trial_files,
+    trial_file_names,
+)
+
+from ..axes import METRIC_LABELS, axis_label, axis_scale, is_log_spaced, is_numeric, tick
+from ..errors import AnalysisInputError
+from ..phase import default_axes, phase_from_summary
+from ..search import objective_cells, search_info
+
+MAX_LEVELS = 12  # a numeric axis with more distinct values is binned in the phase view
+BINS = 8
+MAX_CURVES = 200  # seeds drawn per cell
+_DERIVED = ("task.lift", "task.content_tokens")
+_LIVE_S = 30.0  # a progress file older than this, still "running", is a stalled driver
+
+
+def plain(value: Any) -> Any:
+    """JSON-able: numpy scalars to Python, NaN and NA to None."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [plain(v) for v in value.tolist()]
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class SweepView:
+    """One sweep folder, read as packs land. Thread-safe (the server's threads share it)."""
+
+    def __init__(self, fs: pafs.FileSystem, root: str, name: str):
+        self.fs, self.root, self.name = fs, root, name
+        self.folder = f"{root}/{name}"
+        self.lock = threading.RLock()
+        self.summary: CellSummary | None = None
+        self.names: tuple[str, ...] | None = None  # committed trials files the summary covers
+        self.revision = 0
+        self._replaces: dict[str, list[str]] = {}
+        self._trials: pd.DataFrame | None = None
+        self._trial_names: set[str] = set()
+        self._manifest: dict = {}
+        self._manifest_at = 0.0
+
+    # ---------------------------------------------------------------- keeping up
+    def committed(self) -> list[str]:
+        """The committed trials files, by the commit rule on one listing (the footer of a
+        compacted file is read once, for what it replaces)."""
+        def replaces(name: str) -> list[str]:
+            if name not in self._replaces:
+                import json
+
+                meta = pq.read_schema(f"{self.folder}/trials/{name}",
+                                      filesystem=self.fs).metadata or {}
+                self._replaces[name] = json.loads(meta.get(b"sweeper.replaces", b"[]"))
+            return self._replaces[name]
+        return committed_files({"trials": trial_file_names(self.fs, self.folder)},
+                               replaces)["trials"]
+
+    def refresh(self) -> int:
+        """Bring the summary up to date (one listing when nothing landed); returns the
+        revision, which changes whenever a pack has landed. The writer's cells.parquet is read
+        when it changed; trials files it does not cover yet are read and added."""
+        with self.lock:
+            names = tuple(self.committed())
+            if names != self.names:
+                committed = set(names)
+                mine = self.summary if self.summary is not None and \
+                    self.summary.files <= committed else None
+                theirs = read_summary(self.fs, self.folder)
+                if theirs is not None and not theirs.files <= committed:
+                    theirs = None  # covers a file no longer committed (compaction): rebuild
+                base = max((s for s in (mine, theirs) if s is not None),
+                           key=lambda s: len(s.files), default=None)
+                self.summary, _ = current_summary(self.fs, self.folder, names, base)
+                self.names = names
+                self.revision += 1
+            return self.revision
+
+    def manifest(self) -> dict:
+        now = time.monotonic()
+        if now - self._manifest_at > 5.0 or not self._manifest:
+            from ..load import _read_manifest
+
+            try:
+                self._manifest = _read_manifest(self.fs, self.folder)
+            except AnalysisInputError:
+                self._manifest = {}
+            self._manifest_at = now
+        return self._manifest
+
+    def trials(self) -> pd.DataFrame:
+        """Every stored trial (all columns), grown by the files that landed since last time."""
+        with self.lock:
+            names = set(self.committed())
+            if self._trials is None or not names >= self._trial_names:
+                self._trials, self._trial_names = read_trial_files(
+                    self.fs, self.folder, sorted(names)), set(names)
+            elif names - self._trial_names:
+                new = read_trial_files(self.fs, self.folder, sorted(names - self._trial_names))
+                self._trials = pd.concat([self._trials, new], ignore_index=True)
+                self._trial_names = names
+            return self._trials
+
+    # ---------------------------------------------------------------- what is shown
+    def outcome(self) -> str:
+        named = self.manifest().get("outcome")
+        have = [o for o in SUCCESS_OUTCOMES if self.summary is not None
+                and outcome_columns(o)[0] in self.summary.cells.columns]
+        return named if named in have else (have[0] if have else "learned")
+
+    def axes(self) -> list[dict]:
+        """The columns that vary (the sweep's axes), each with how it is drawn."""
+        cells = self.summary.cells if self.summary is not None else pd.DataFrame()
+        info = search_info(self.manifest())
+        out = []
+        for column in cells.columns:
+            if (not column.startswith(("task.", "model.", "train.")) or column in _DERIVED
+                    or column.endswith(".id")):
+                continue
+            values = _sorted(cells[column].dropna().unique().tolist())
+            if len(values) < 2:
+                continue
+            declared = info.axes.get(column)
+            numeric = is_numeric(values)
+            log = numeric and (declared == "loguniform" or (declared is None and
+                                                              is_log_spaced(values)))
+            kind = "log" if log else "linear" if numeric else "category"
+            out.append({"column": column, "label": axis_label(column), "kind": kind,
+                        "levels": len(values), "binned": numeric and len(values) > MAX_LEVELS})
+        return out
+
+    def state(self) -> dict:
+        revision = self.refresh()
+        manifest = self.manifest()
+        summary = self.summary
+        cells = summary.cells if summary is not None else pd.DataFrame()
+        counts = {c: int(cells[c].sum()) if c in cells.columns else 0
+                  for c in ("n_trials", "ok", "diverged", "failed", "stopped")}
+        progress = read_progress(self.fs, self.folder) or {}
+        axes = self.axes()
+        try:
+            x, y, facet = default_axes(cells) if len(cells) else (None, None, None)
+        except AnalysisInputError:
+            x, y, facet = (axes[0]["column"] if axes else None,
+                           axes[1]["column"] if len(axes) > 1 else None, None)
+        info = search_info(manifest)
+        return plain({
+            "sweep": self.name, "revision": revision, "stored": counts["n_trials"],
+            "counts": counts, "progress": _progress(progress, manifest, counts),
+            "outcome": self.outcome(),
+            "outcomes": [o for o in SUCCESS_OUTCOMES if outcome_columns(o)[0] in cells.columns
+                         and int(cells[outcome_columns(o)[0]].sum()) > 0],
+            "axes": axes, "default": {"x": x, "y": y, "facet": facet},
+            "search": {"type": info.type, "objective": info.objective,
+                       "direction": info.direction, "drawn": info.drawn or any(
+                           a["binned"] for a in axes)},
+            "task": manifest.get("task"), "model": manifest.get("model"),
+            "expanded": manifest.get("trials_expanded")})
+
+    def phase(self, x: str, y: str, facet: str | None, outcome: str | None = None,
+              min_seeds: int = 3) -> dict:
+        self.refresh()
+        if self.summary is None or self.summary.cells.empty:
+            return {"empty": True, "revision": self.revision}
+        cells = self.summary.cells
+        for column in (x, y, facet):
+            if column is not None and column not in cells.columns:
+                raise AnalysisInputError(f"unknown axis {column!r}")
+        outcome = outcome or self.outcome()
+        info = search_info(self.manifest())
+        frame, bins = cells.copy(), {}
+        for column in (x, y, facet):
+            if column is None:
+                continue
+            values = _sorted(frame[column].dropna().unique().tolist())
+            if is_numeric(values) and len(values) > MAX_LEVELS:
+                log = info.axes.get(column) == "loguniform" or is_log_spaced(values)
+                frame[column], bins[column] = _binned(frame[column], values, log)
+        threshold = (DEFAULT_THRESHOLDS.attention_learned if outcome == "attention_learned"
+                     else DEFAULT_THRESHOLDS.accuracy)  # the stored outcomes' thresholds
+        phase = phase_from_summary(frame, x, y, facet, outcome=outcome, min_seeds=min_seeds,
+                                   accuracy_threshold=threshold)
+        scales = info.scales()
+        gx = axis_scale(x, phase.x_values, _forced(scales, x, bins))
+        gy = axis_scale(y, phase.y_values, _forced(scales, y, bins))
+        facets = []
+        for value in phase.facet_values:
+            part = phase.facet_cells(value)
+            grid = {c: phase.grid(c, value).tolist() for c in
+                    ("p", "n", "successes", "n_trials", "regime", "p_low", "p_high")}
+            index = np.full((len(phase.y_values), len(phase.x_values)), -1)
+            index[part["iy"].to_numpy(), part["ix"].to_numpy()] = part.index.to_numpy()
+            facets.append({"value": value, "label": _facet_label(facet, value),
+                           "grid": grid, "index": index.tolist()})
+        boundary = []
+        for row in phase.boundary.itertuples(index=False):
+            f = getattr(row, "_0", None) if facet else None
+            boundary.append({"facet": phase.facet_values.index(f) if facet else 0,
+                             "x": [gx.pos(row.edge_x0), gx.pos(row.edge_x1)],
+                             "y": [gy.pos(row.edge_y0), gy.pos(row.edge_y1)]})
+        if facet is not None:  # itertuples renames the dotted facet column: read it by name
+            values = phase.boundary[facet].tolist()
+            for b, v in zip(boundary, values, strict=True):
+                b["facet"] = phase.facet_values.index(v)
+        from ..axes import phase_title
+
+        return plain({
+            "revision": self.revision, "title": phase_title(phase), "outcome": outcome,
+            "min_seeds": min_seeds, "facet": facet, "facet_label": axis_label(facet),
+            "x": _axis_json(gx, bins.get(x)), "y": _axis_json(gy, bins.get(y)),
+            "facets": facets, "boundary": boundary,
+            "cells": [_cell_json(phase, i, row, bins) for i, row in phase.cells.iterrows()],
+            "regimes": phase.cells["regime"].value_counts().to_dict(),
+            "excluded": phase.excluded})
+
+    def cell(self, conditions: Sequence[Mapping], metrics: Sequence[str] | None = None
+             ) -> dict:
+        """A cell's trials (any status) and their curves."""
+        trials = self.trials()
+        mask = np.ones(len(trials), dtype=bool)
+        for cond in conditions:
+            column = cond.get("column")
+            if column not in trials.columns:
+                raise AnalysisInputError(f"unknown column {column!r}")
+            values = trials[column]
+            if "lo" in cond:
+                numbers = pd.to_numeric(values, errors="coerce").astype(float)
+                mask &= ((numbers >= float(cond["lo"])) & (numbers <= float(cond["hi"]))
+                         ).to_numpy()
+            elif cond.get("value") is None:
+                mask &= values.isna().to_numpy()
+            else:
+                mask &= _equal(values, cond["value"])
+        chosen = trials[mask]
+        outcome = self.outcome()
+        metrics = list(metrics or self.seed_metrics())
+        from ..seeds import metric_thresholds, outcome_class
+
+        classes = outcome_class(chosen, outcome)
+        steps_column = SUCCESS_OUTCOMES[outcome]
+        sort = [c for c in ("seed", "trial_id") if c in chosen.columns]
+        order = chosen.assign(_class=classes).sort_values(sort)
+        drawn = order.head(MAX_CURVES)
+        curves = self._curves(drawn, metrics)
+        varying = [a["column"] for a in self.axes()]
+        rows = []
+        for _, t in order.iterrows():
+            error = t.get("error")
+            rows.append({
+                "trial_id": t["trial_id"], "seed": t.get("seed"), "status": t.get("status"),
+                "class": t["_class"], "outcome": t.get(outcome),
+                "steps": t.get(steps_column), "attempts": t.get("attempts"),
+                "error": error if isinstance(error, str) else None,
+                "config": {c: t.get(c) for c in varying},
+                **{f"final_{m}": t.get(f"final_{m}") for m in metrics}})
+        thresholds = metric_thresholds(DEFAULT_THRESHOLDS)
+        return plain({
+            "outcome": outcome, "metrics": [{"name": m, "label": METRIC_LABELS.get(m, m),
+                                             "threshold": thresholds.get(m)} for m in metrics],
+            "trials": rows, "curves": curves, "shown": len(drawn), "total": len(order),
+            "successes": int((classes == "success").sum()),
+            "counted": int(classes.isin(["success", "failure", "diverged"]).sum())})
+
+    def seed_metrics(self) -> list[str]:
+        from sweeper.errors import SweeperInputError
+        from sweeper.families import family_of
+
+        try:
+            return list(family_of(str(self.manifest().get("task"))).seed_metrics)
+        except SweeperInputError:
+            return ["accuracy"]
+
+    def metrics(self) -> list[str]:
+        """The scalar trajectory columns (from one file's schema)."""
+        names = self.committed()
+        if not names:
+            return []
+        schema = pq.read_schema(f"{self.folder}/trajectories/{names[0]}", filesystem=self.fs)
+        return [f.name for f in schema if f.name not in ("trial_id", "step")
+                and pa.types.is_floating(f.type)]
+
+    def _curves(self, trials: pd.DataFrame, metrics: list[str]) -> dict:
+        if trials.empty:
+            return {}
+        names = set(self.names or self.committed())
+        packs = set(trials["pack_id"].dropna()) if "pack_id" in trials.columns else set()
+        files = [f"{self.folder}/trajectories/{n}" for n in sorted(names)
+                 if n.startswith(COMPACT_PREFIX) or n in {part_name(p) for p in packs}]
+        if not files:
+            return {}
+        data = ds.dataset(files, filesystem=self.fs, format="parquet")
+        have = set(data.schema.names)
+        wanted = [m for m in metrics if m in have]
+        table = data.to_table(columns=["trial_id", "step", *wanted],
+                              filter=pc.field("trial_id").isin(pa.array(
+                                  trials["trial_id"].tolist(), pa.string())))
+        frame = table.to_pandas().sort_values(["trial_id", "step"])
+        return {tid: {"step": g["step"].tolist(), **{m: g[m].tolist() for m in wanted}}
+                for tid, g in frame.groupby("trial_id", sort=False)}
+
+    def failed(self, limit: int = 500) -> dict:
+        trials = self.trials()
+        failed = trials[trials["status"] == "failed"] if "status" in trials.columns else trials[:0]
+        varying = [a["column"] for a in self.axes()]
+        rows = [{"trial_id": t["trial_id"], "seed": t.get("seed"),
+                 "attempts": t.get("attempts"), "host": t.get("host"),
+                 "config": {c: t.get(c) for c in varying}, "error": t.get("error")}
+                for _, t in failed.head(limit).iterrows()]
+        return plain({"total": len(failed), "trials": rows})
+
+    def search(self) -> dict:
+        """The objective per cell against each parameter (random and Optuna sweeps)."""
+        info = search_info(self.manifest())
+        trials = self.trials()
+        objective = info.objective or self.outcome()
+        axes = self.axes()
+        keys = [a["column"] for a in axes]
+        if not keys or objective not in trials.columns:
+            return {"cells": [], "parameters": [], "objective": objective}
+        cells = objective_cells(trials, keys, objective)
+        parameters = [{"column": a["column"], "label": a["label"],
+                       "kind": a["kind"] if a["kind"] != "category" else "category",
+                       "values": [tick(v) for v in _sorted(cells[a["column"]].dropna()
+                                                            .unique().tolist())]
+                       if a["kind"] == "category" else None} for a in axes]
+        return plain({"objective": objective, "direction": info.direction or "maximize",
+                      "type": info.type, "parameters": parameters,
+                      "cells": cells.to_dict("records")})
+
+
+# ---------------------------------------------------------------- helpers
+
+def _sorted(values: list) -> list:
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=str)
+
+
+def _equal(values: pd.Series, value) -> np.ndarray:
+    if isinstance(value, bool):
+        return (values.astype("boolean") == value).fillna(False).to_numpy(dtype=bool)
+    if isinstance(value, int | float) and pd.api.types.is_numeric_dtype(values):
+        numbers = pd.to_numeric(values, errors="coerce").astype(float)
+        return np.isclose(numbers.to_numpy(), float(value), rtol=1e-12, atol=0)
+    return (values.astype(str) == str(value)).to_numpy()
+
+
+def _binned(column: pd.Series, values: list, log: bool) -> tuple[pd.Series, list]:
+    """A continuous axis cut into BINS bins (log-spaced for a log axis); each row gets its
+    bin's centre, and the bins' [lo, hi] in order of their centres."""
+    lo, hi = float(values[0]), float(values[-1])
+    if log and lo > 0:
+        edges = np.exp(np.linspace(math.log(lo), math.log(hi), BINS + 1))
+        centers = np.sqrt(edges[1:] * edges[:-1])
+    else:
+        edges = np.linspace(lo, hi, BINS + 1)
+        centers = (edges[1:] + edges[:-1]) / 2
+    numbers = pd.to_numeric(column, errors="coerce").astype(float)
+    which = np.clip(np.searchsorted(edges, numbers, side="right") - 1, 0, BINS - 1)
+    mapped = pd.Series(centers[which], index=column.index).where(numbers.notna())
+    used = sorted(set(which[numbers.notna().to_numpy()].tolist()))
+    return mapped, [[float(edges[i]), float(edges[i + 1])] for i in used]
+
+
+def _forced(scales: dict, column: str, bins: dict) -> bool | None:
+    if column in scales:
+        return scales[column] == "log"
+    return None
+
+
+def _axis_json(scale, bins) -> dict:
+    return {"column": scale.column, "label": axis_label(scale.column), "kind": scale.kind,
+            "values": [tick(v) if scale.kind == "category" else v for v in scale.values],
+            "raw": list(scale.values),
+            "edges": scale.edges.tolist() if scale.numeric else None, "bins": bins}
+
+
+def _facet_label(facet: str | None, value) -> str:
+    from ..axes import value_label
+
+    return value_label(facet, value) if facet else "all trials"
+
+
+def _cell_json(phase, index: int, row: pd.Series, bins: dict) -> dict:
+    conditions = []
+    for column in (phase.facet, phase.x, phase.y):
+        if column is None:
+            continue
+        value = row[column]
+        if column in bins:
+            span = next((b for b in bins[column] if b[0] <= float(value) <= b[1]), None)
+            if span is not None:
+                conditions.append({"column": column, "lo": span[0], "hi": span[1]})
+                continue
+        conditions.append({"column": column, "value": value})
+    return {"index": index, "ix": row["ix"], "iy": row["iy"], "regime": row["regime"],
+            "n": row["n"], "successes": row["successes"], "n_trials": row["n_trials"],
+            "p": row["p"], "p_low": row["p_low"], "p_high": row["p_high"],
+            "recovered": bool(row["recovered"]), "conditions": conditions}
+
+
+def _progress(progress: dict, manifest: dict, counts: dict) -> dict:
+    """Done / running / pending and the running packs' steps; a driver whose file stopped
+    moving is reported as such."""
+    import datetime as dt
+
+    stored = counts["n_trials"]
+    updated = progress.get("updated")
+    age = None
+    if updated:
+        try:
+            age = (dt.datetime.now(dt.timezone.utc)
+                   - dt.datetime.fromisoformat(updated)).total_seconds()
+        except ValueError:
+            age = None
+    state = progress.get("state", "finished" if progress else "stored")
+    if state == "running" and age is not None and age > _LIVE_S:
+        state = "stalled"
+    running = int(progress.get("running", 0)) if state == "running" else 0
+    planned = progress.get("planned") or manifest.get("trials_expanded")
+    pending = None if planned is None else max(0, int(planned) - stored - running)
+    return {"state": state, "age_s": age, "done": stored - counts["failed"],
+            "failed": counts["failed"], "running": running, "pending": pending,
+            "planned": planned,
+            "packs": progress.get("packs", []) if state == "running" else []}

@@ -1,0 +1,397 @@
+// sweeper dashboard: polls the JSON API, draws with plotly.js (served by the dashboard itself).
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const COLORS = {success: "#1a9850", failure: "#d73027", diverged: "#7b3294", other: "#999999"};
+const WORDS = {success: "succeeded", failure: "did not", diverged: "diverged", other: "failed/stopped"};
+const POLL_MS = 1500;
+const app = {sweep: params.get("sweep"), state: null, revision: null, phase: null,
+             cell: null, failedTotal: -1, searchRevision: null, axesKey: null, timer: null};
+window.sweeperDashboard = app;
+
+async function api(path, args) {
+  const query = new URLSearchParams(args || {});
+  if (params.get("token")) query.set("token", params.get("token"));
+  const response = await fetch(`/api/${path}?${query}`);
+  const data = await response.json();
+  if (!response.ok) throw new Error(data.error || response.statusText);
+  return data;
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v; else node.setAttribute(k, v);
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(child ?? ""));
+  }
+  return node;
+}
+
+function fmt(v, digits = 3) {
+  if (v === null || v === undefined) return "–";
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toPrecision(digits);
+  if (typeof v === "boolean") return v ? "yes" : "no";
+  return String(v);
+}
+
+function setStatus(text) { $("status").textContent = text; }
+
+// ------------------------------------------------------------------ start and poll
+async function start() {
+  try {
+    const {sweeps, first} = await api("sweeps");
+    const select = $("sweep");
+    select.replaceChildren(...sweeps.map((s) => el("option", {value: s}, s)));
+    app.sweep = app.sweep || first || sweeps[0] || null;
+    if (app.sweep) select.value = app.sweep;
+    select.addEventListener("change", () => {
+      app.sweep = select.value; app.revision = null; app.axesKey = null; app.cell = null;
+      app.chosen = null;
+      app.failedTotal = -1; $("cell-section").hidden = true; poll();
+    });
+    for (const id of ["x", "y", "facet", "outcome", "min-seeds"]) {
+      $(id).addEventListener("change", () => {
+        app.chosen = {x: $("x").value, y: $("y").value, facet: $("facet").value};
+        app.revision = null; poll();
+      });
+    }
+  } catch (error) {
+    setStatus(`error: ${error.message}`);
+    return;
+  }
+  poll();
+}
+
+async function poll() {
+  clearTimeout(app.timer);
+  if (!app.sweep) { setStatus("no sweep under this results root yet"); app.timer = setTimeout(start, 3000); return; }
+  try {
+    const state = await api("state", {sweep: app.sweep});
+    app.state = state;
+    drawProgress(state);
+    fillControls(state);
+    if (state.revision !== app.revision) {
+      await drawPhase();
+      app.revision = state.revision;
+      document.body.dataset.revision = String(state.revision);
+      if (app.cell) await openCell(app.cell.index, true);
+      if (state.search.drawn) await drawSearch(); else $("search-section").hidden = true;
+    }
+    if (state.counts.failed !== app.failedTotal) {
+      await drawFailed();
+      app.failedTotal = state.counts.failed;
+    }
+    setStatus(`${state.stored} trials stored; updated ${new Date().toLocaleTimeString()}`);
+  } catch (error) {
+    setStatus(`error: ${error.message}`);
+  }
+  app.timer = setTimeout(poll, POLL_MS);
+}
+
+function fillControls(state) {
+  const d = state.default;
+  const columns = state.axes.map((a) => [a.column, `${a.label} (${a.column})`]);
+  for (const c of [d.x, d.y, d.facet]) {  // a default may be a fixed column (one row)
+    if (c && !columns.some(([k]) => k === c)) columns.push([c, c]);
+  }
+  const key = `${state.sweep}|${columns.map(([k]) => k).join(",")}|${state.outcomes.join(",")}`;
+  if (key === app.axesKey) return;
+  const redraw = app.axesKey !== null;
+  app.axesKey = key;
+  if (redraw) app.revision = null;
+  const options = (includeNone) => [
+    ...(includeNone ? [el("option", {value: "none"}, "none")] : []),
+    ...columns.map(([k, label]) => el("option", {value: k}, label))];
+  const previous = {x: $("x").value, y: $("y").value, facet: $("facet").value, outcome: $("outcome").value};
+  $("x").replaceChildren(...options(false));
+  $("y").replaceChildren(...options(false));
+  $("facet").replaceChildren(...options(true));
+  $("outcome").replaceChildren(...state.outcomes.map((o) => el("option", {value: o}, o)));
+  const has = (v) => columns.some(([k]) => k === v);
+  const chosen = app.chosen || {};  // what the user picked stays picked
+  const x = has(chosen.x) ? chosen.x : d.x || (columns[0] || [""])[0];
+  let y = has(chosen.y) && chosen.y !== x ? chosen.y : d.y;
+  if (!y || y === x) y = (columns.find(([k]) => k !== x) || [""])[0];
+  $("x").value = x;
+  $("y").value = y;
+  const facet = chosen.facet && (chosen.facet === "none" || has(chosen.facet)) ? chosen.facet : d.facet || "none";
+  $("facet").value = facet === x || facet === y ? "none" : facet;
+  $("outcome").value = [...$("outcome").options].some((o) => o.value === previous.outcome)
+    ? previous.outcome : state.outcome;
+}
+
+// ------------------------------------------------------------------ progress
+function bar(fraction) {
+  const outer = el("span", {class: "bar"});
+  const inner = el("span");
+  inner.style.width = `${Math.round(100 * Math.max(0, Math.min(1, fraction)))}%`;
+  outer.append(inner);
+  return outer;
+}
+
+function drawProgress(state) {
+  const p = state.progress;
+  const planned = p.planned ? ` of ${p.planned} planned` : "";
+  const pending = p.pending === null || p.pending === undefined ? "" : `, ${p.pending} pending`;
+  const age = p.age_s === null || p.age_s === undefined ? "" : ` (driver seen ${Math.round(p.age_s)} s ago)`;
+  const text = `${p.state}: ${p.done} done, ${p.failed} failed, ${p.running} running${pending}${planned}${age}`;
+  const done = p.planned ? (p.done + p.failed) / p.planned : 1;
+  $("progress").replaceChildren(bar(done), text);
+  $("progress").dataset.done = String(p.done);
+  $("packs").replaceChildren(...p.packs.map((pack) => el("div", {},
+    bar(pack.steps ? pack.step / pack.steps : 0),
+    `pack ${String(pack.pack).slice(0, 8)}: ${pack.trials} trials at step ${pack.step} of ${pack.steps}`)));
+}
+
+// ------------------------------------------------------------------ phase diagram
+function axisType(axis) { return axis.kind === "category" ? "category" : axis.kind; }
+function axisCoords(axis) { return axis.kind === "category" ? axis.values.map(String) : axis.edges; }
+function axisRange(axis) {
+  if (axis.kind === "category") return [-0.5, axis.values.length - 0.5];
+  const lo = axis.edges[0], hi = axis.edges[axis.edges.length - 1];
+  return axis.kind === "log" ? [Math.log10(lo), Math.log10(hi)] : [lo, hi];
+}
+function centre(axis, i) { return axis.kind === "category" ? String(axis.values[i]) : axis.raw[i]; }
+
+async function drawPhase() {
+  const x = $("x").value, y = $("y").value;
+  if (!app.state || !app.state.stored) { $("phase-title").textContent = "no trials stored yet"; return; }
+  if (!x || !y || x === y) { $("phase-title").textContent = "choose two different axes"; return; }
+  const facet = $("facet").value;
+  const data = await api("phase", {sweep: app.sweep, x, y, facet: facet === x || facet === y ? "none" : facet,
+                                   outcome: $("outcome").value, min_seeds: $("min-seeds").value || 3});
+  if (data.empty) { $("phase-title").textContent = "no trials stored yet"; return; }
+  app.phase = data;
+  $("phase-title").textContent = data.title;
+  const n = data.facets.length, gap = n > 1 ? 0.06 : 0, width = (1 - gap * (n - 1)) / n;
+  const traces = [], layout = {margin: {l: 70, r: 20, t: 30, b: 60}, height: 420,
+                               plot_bgcolor: "#dddddd", showlegend: true,
+                               legend: {orientation: "h", y: -0.22}, annotations: []};
+  const dense = data.x.values.length * data.y.values.length > 400;
+  data.facets.forEach((f, k) => {
+    const xa = k === 0 ? "x" : `x${k + 1}`, ya = k === 0 ? "y" : `y${k + 1}`;
+    const g = f.grid;
+    const z = g.p.map((row, iy) => row.map((p, ix) => (g.n[iy][ix] >= data.min_seeds ? p : null)));
+    const text = g.n.map((row, iy) => row.map((nn, ix) => (g.n_trials[iy][ix] ? `${g.successes[iy][ix]}/${nn}` : "")));
+    const hover = g.n.map((row, iy) => row.map((nn, ix) => {
+      const lo = g.p_low[iy][ix], hi = g.p_high[iy][ix];
+      return `${data.x.label} = ${data.x.values[ix]}<br>${data.y.label} = ${data.y.values[iy]}<br>` +
+             `${g.successes[iy][ix]}/${nn} seeds (${g.n_trials[iy][ix]} trials)` +
+             (lo === null ? "" : `<br>p in [${fmt(lo, 2)}, ${fmt(hi, 2)}]`) + `<br>${g.regime[iy][ix]}`;
+    }));
+    // a grey layer under every sampled cell (too few seeds for a colour: still clickable)
+    const sampled = g.n_trials.map((row) => row.map((t) => (t ? 1 : null)));
+    traces.push({type: "heatmap", x: axisCoords(data.x), y: axisCoords(data.y), z: sampled, zmin: 0, zmax: 1,
+                 colorscale: [[0, "#bdbdbd"], [1, "#bdbdbd"]], showscale: false, text,
+                 texttemplate: dense ? "" : "%{text}", hovertext: hover, hoverinfo: "text",
+                 customdata: f.index, xaxis: xa, yaxis: ya, showlegend: false, xgap: 1, ygap: 1});
+    const shownText = text.map((row, iy) => row.map((t, ix) => (z[iy][ix] === null ? "" : t)));
+    traces.push({type: "heatmap", x: axisCoords(data.x), y: axisCoords(data.y), z, zmin: 0, zmax: 1,
+                 colorscale: "Viridis", showscale: k === 0, colorbar: {title: {text: "p"}, len: 0.9},
+                 text: shownText, texttemplate: dense ? "" : "%{text}", hovertext: hover, hoverinfo: "text",
+                 customdata: f.index, xaxis: xa, yaxis: ya, name: f.label, showlegend: false,
+                 xgap: 1, ygap: 1});
+    const marks = (regimeTest, name, symbol, color) => {
+      const pts = data.cells.filter((c) => regimeTest(c) && inFacet(data, c, k));
+      traces.push({type: "scatter", mode: "markers", x: pts.map((c) => centre(data.x, c.ix)),
+                   y: pts.map((c) => centre(data.y, c.iy)), customdata: pts.map((c) => c.index),
+                   marker: {symbol, size: 14, color, line: {width: 2, color}}, name,
+                   xaxis: xa, yaxis: ya, showlegend: k === 0, legendgroup: name, hoverinfo: "skip"});
+    };
+    marks((c) => c.regime === "unreliable", "unreliable (interval spans 0.5)", "circle-open", "#ff7f00");
+    marks((c) => c.recovered, "recovered", "square-open", "#00a000");
+    const segs = data.boundary.filter((b) => b.facet === k);
+    traces.push({type: "scatter", mode: "lines", x: segs.flatMap((b) => [...b.x, null]),
+                 y: segs.flatMap((b) => [...b.y, null]), line: {color: "black", width: 3},
+                 name: "boundary p = 0.5", xaxis: xa, yaxis: ya, showlegend: k === 0,
+                 legendgroup: "boundary", hoverinfo: "skip", connectgaps: false});
+    const domain = [k * (width + gap), k * (width + gap) + width];
+    layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = {domain, type: axisType(data.x), title: {text: data.x.label},
+                                                   anchor: ya, showgrid: false, zeroline: false,
+                                                   range: axisRange(data.x)};
+    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = {type: axisType(data.y), anchor: xa, showgrid: false,
+                                                   zeroline: false, range: axisRange(data.y),
+                                                   title: {text: k === 0 ? data.y.label : ""}};
+    layout.annotations.push({text: f.label, xref: "paper", yref: "paper", x: domain[0] + width / 2,
+                             y: 1.07, showarrow: false, font: {size: 14}});
+  });
+  const div = $("phase");
+  await Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});
+  if (!div.dataset.bound) {
+    div.dataset.bound = "1";
+    div.on("plotly_click", (event) => {
+      const point = event.points && event.points[0];
+      if (!point) return;
+      const index = Array.isArray(point.customdata) ? point.customdata[0] : point.customdata;
+      if (index !== undefined && index !== null && index >= 0) openCell(index, false);
+    });
+  }
+  const sampled = data.cells.filter((c) => c.n_trials > 0);
+  div.dataset.cells = String(sampled.length);
+  if (!app.firstView) app.firstView = performance.now();
+  div.dataset.trials = String(sampled.reduce((s, c) => s + c.n_trials, 0));
+}
+
+function inFacet(data, cell, k) {
+  if (!data.facet) return true;
+  const f = data.facets[k];
+  return f.index[cell.iy][cell.ix] === cell.index;
+}
+
+// Page coordinates of a cell's centre (for tests and keyboard users).
+app.cellCenter = function (index) {
+  const div = $("phase"), data = app.phase, layout = div._fullLayout;
+  const cell = data.cells.find((c) => c.index === index);
+  const k = data.facets.findIndex((f, kk) => inFacet(data, cell, kk));
+  const xa = layout[k === 0 ? "xaxis" : `xaxis${k + 1}`], ya = layout[k === 0 ? "yaxis" : `yaxis${k + 1}`];
+  const box = div.getBoundingClientRect();
+  const px = xa.l2p(xa.d2l(centre(data.x, cell.ix))) + xa._offset;
+  const py = ya.l2p(ya.d2l(centre(data.y, cell.iy))) + ya._offset;
+  return {x: box.left + window.scrollX + px, y: box.top + window.scrollY + py};
+};
+
+// ------------------------------------------------------------------ a cell's seeds
+async function openCell(index, refresh) {
+  const cell = app.phase && app.phase.cells.find((c) => c.index === index);
+  if (!cell) return;
+  app.cell = cell;
+  const metrics = params.get("metrics") || "";
+  const data = await api("cell", {sweep: app.sweep, cell: JSON.stringify(cell.conditions), metrics});
+  const label = cell.conditions.map((c) => (c.lo !== undefined ? `${c.column} in [${fmt(c.lo)}, ${fmt(c.hi)}]`
+                                                                  : `${c.column} = ${fmt(c.value)}`)).join(", ");
+  $("cell-title").textContent = `${label}: ${data.successes}/${data.counted} ${data.outcome.replace("_", " ")}` +
+                                (data.shown < data.total ? ` (curves of ${data.shown} of ${data.total})` : "");
+  const m = data.metrics.length, gap = 0.08, width = (1 - gap * (m - 1)) / m;
+  const traces = [], seen = new Set();
+  const layout = {margin: {l: 60, r: 20, t: 30, b: 50}, height: 340, shapes: [], annotations: [],
+                  legend: {orientation: "h", y: -0.25}};
+  const classOf = Object.fromEntries(data.trials.map((t) => [t.trial_id, t]));
+  data.metrics.forEach((metric, k) => {
+    const xa = k === 0 ? "x" : `x${k + 1}`, ya = k === 0 ? "y" : `y${k + 1}`;
+    for (const [tid, curve] of Object.entries(data.curves)) {
+      const t = classOf[tid] || {class: "other"};
+      const first = !seen.has(t.class) && k === 0;
+      if (first) seen.add(t.class);
+      traces.push({type: "scatter", mode: "lines", x: curve.step, y: curve[metric.name], xaxis: xa, yaxis: ya,
+                   line: {color: COLORS[t.class], width: 1.3, dash: t.class === "diverged" ? "dash" : "solid"},
+                   opacity: 0.8, name: WORDS[t.class], legendgroup: t.class, showlegend: first,
+                   hovertemplate: `seed ${fmt(t.seed)} (${t.status})<br>step %{x}: %{y:.3f}<extra></extra>`});
+    }
+    const domain = [k * (width + gap), k * (width + gap) + width];
+    layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = {domain, anchor: ya, title: {text: "step"}};
+    const unit = !metric.name.startsWith("loss");
+    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = {anchor: xa, range: unit ? [-0.02, 1.02] : undefined,
+                                                   title: {text: metric.label}};
+    if (metric.threshold !== null && metric.threshold !== undefined) {
+      layout.shapes.push({type: "line", xref: `${xa} domain`, yref: ya, x0: 0, x1: 1,
+                          y0: metric.threshold, y1: metric.threshold, line: {dash: "dot", color: "black", width: 1}});
+    }
+    layout.annotations.push({text: metric.label, xref: "paper", yref: "paper", x: domain[0] + width / 2,
+                             y: 1.08, showarrow: false});
+  });
+  $("cell-section").hidden = false;
+  await Plotly.react($("curves"), traces, layout, {displaylogo: false, responsive: true});
+  $("cell-section").dataset.curves = String(Object.keys(data.curves).length);
+  $("cell-section").dataset.cell = String(index);
+  drawTrialsTable(data);
+  if (!refresh) $("cell-section").scrollIntoView({behavior: "smooth", block: "start"});
+}
+
+function drawTrialsTable(data) {
+  const configCols = data.trials.length ? Object.keys(data.trials[0].config) : [];
+  const finals = data.metrics.map((m) => `final_${m.name}`);
+  const head = el("tr", {}, ...["trial", "seed", "status", data.outcome, "step", ...finals, "attempts", ...configCols, "error"]
+    .map((h) => el("th", {}, h)));
+  const rows = data.trials.map((t) => el("tr", {class: t.class},
+    el("td", {}, t.trial_id), el("td", {}, fmt(t.seed)), el("td", {}, t.status), el("td", {}, fmt(t.outcome)),
+    el("td", {}, fmt(t.steps)), ...finals.map((f) => el("td", {}, fmt(t[f]))), el("td", {}, fmt(t.attempts)),
+    ...configCols.map((c) => el("td", {}, fmt(t.config[c]))),
+    el("td", {class: "error"}, t.error ? t.error.trim().split("\n").slice(-1)[0] : "")));
+  $("cell-trials").replaceChildren(el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows)));
+}
+
+// ------------------------------------------------------------------ failed trials
+async function drawFailed() {
+  const data = await api("failed", {sweep: app.sweep});
+  $("failed-count").textContent = `(${data.total})`;
+  $("failed-section").dataset.total = String(data.total);
+  if (!data.total) { $("failed").replaceChildren(el("p", {}, "No trial failed.")); return; }
+  const configCols = Object.keys(data.trials[0].config);
+  const head = el("tr", {}, ...["trial", "seed", "attempts", "host", ...configCols, "error"].map((h) => el("th", {}, h)));
+  const rows = data.trials.map((t) => el("tr", {},
+    el("td", {}, t.trial_id), el("td", {}, fmt(t.seed)), el("td", {}, fmt(t.attempts)), el("td", {}, fmt(t.host)),
+    ...configCols.map((c) => el("td", {}, fmt(t.config[c]))), el("td", {class: "error"}, t.error || "")));
+  $("failed").replaceChildren(el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows)));
+}
+
+// ------------------------------------------------------------------ random and Optuna searches
+async function drawSearch() {
+  const data = await api("search", {sweep: app.sweep});
+  if (!data.cells.length || !data.parameters.length) { $("search-section").hidden = true; return; }
+  $("search-section").hidden = false;
+  $("search-title").textContent = `Search (${data.type || "drawn cells"}): ${data.objective}, ${data.direction}, per cell`;
+  const p = data.parameters.length, cols = Math.min(p, 3), rows = Math.ceil(p / cols);
+  const traces = [], layout = {height: 300 * rows, margin: {l: 60, r: 20, t: 30, b: 50}, showlegend: false,
+                               grid: {rows, columns: cols, pattern: "independent"}};
+  const size = data.cells.map((c) => 6 + 2 * Math.sqrt(c.n));
+  data.parameters.forEach((param, k) => {
+    const xa = k === 0 ? "x" : `x${k + 1}`, ya = k === 0 ? "y" : `y${k + 1}`;
+    traces.push({type: "scatter", mode: "markers", x: data.cells.map((c) => (param.kind === "category" ? String(c[param.column]) : c[param.column])),
+                 y: data.cells.map((c) => c.objective), xaxis: xa, yaxis: ya,
+                 marker: {size, opacity: 0.7, color: data.cells.map((c) => c.objective), colorscale: "Viridis"},
+                 hovertemplate: `${param.label} = %{x}<br>${data.objective} = %{y:.3f}<extra></extra>`});
+    layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = {type: param.kind === "category" ? "category" : param.kind,
+                                                   title: {text: param.label}};
+    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = {title: {text: k % cols === 0 ? data.objective : ""}};
+  });
+  await Plotly.react($("objective"), traces, layout, {displaylogo: false, responsive: true});
+  drawParallel(data);
+}
+
+// Parallel coordinates drawn as SVG lines (no WebGL needed): one line per cell through its
+// parameters (log axes in log space) and the objective, coloured by the objective.
+function drawParallel(data) {
+  const dims = [...data.parameters, {column: "objective", label: data.objective, kind: "linear"}];
+  const scale = dims.map((d) => {
+    const values = data.cells.map((c) => c[d.column]);
+    if (d.kind === "category") {
+      const cats = [...new Set(values.map(String))].sort();
+      return {cats, f: (v) => (cats.length > 1 ? cats.indexOf(String(v)) / (cats.length - 1) : 0.5),
+              lo: cats[0], hi: cats[cats.length - 1]};
+    }
+    const t = (v) => (d.kind === "log" ? Math.log10(v) : v);
+    const nums = values.filter((v) => v !== null).map(t);
+    const lo = Math.min(...nums), hi = Math.max(...nums);
+    return {f: (v) => (v === null ? null : hi > lo ? (t(v) - lo) / (hi - lo) : 0.5),
+            lo: d.kind === "log" ? 10 ** lo : lo, hi: d.kind === "log" ? 10 ** hi : hi};
+  });
+  const objs = data.cells.map((c) => c.objective);
+  const olo = Math.min(...objs), ohi = Math.max(...objs);
+  const palette = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725"];
+  const groups = palette.map(() => ({x: [], y: []}));
+  for (const c of data.cells) {
+    const g = ohi > olo ? Math.min(4, Math.floor(5 * (c.objective - olo) / (ohi - olo))) : 2;
+    dims.forEach((d, i) => { groups[g].x.push(i); groups[g].y.push(scale[i].f(c[d.column])); });
+    groups[g].x.push(null); groups[g].y.push(null);
+  }
+  const traces = groups.map((g, i) => ({type: "scatter", mode: "lines", x: g.x, y: g.y, connectgaps: false,
+                                        line: {color: palette[i], width: 1.2}, opacity: 0.6, hoverinfo: "skip"}));
+  const annotations = [];
+  dims.forEach((d, i) => {
+    annotations.push({x: i, y: 1.08, text: `<b>${d.label}</b>`, showarrow: false, xref: "x", yref: "y"});
+    annotations.push({x: i, y: -0.06, text: fmt(scale[i].lo), showarrow: false, xref: "x", yref: "y", font: {size: 10}});
+    annotations.push({x: i, y: 1.0, text: fmt(scale[i].hi), showarrow: false, xref: "x", yref: "y", font: {size: 10},
+                      xanchor: "left", xshift: 4});
+  });
+  const shapes = dims.map((d, i) => ({type: "line", x0: i, x1: i, y0: 0, y1: 1, xref: "x", yref: "y",
+                                      line: {color: "#444", width: 1}}));
+  Plotly.react($("parallel"), traces, {height: 360, showlegend: false, margin: {l: 40, r: 40, t: 40, b: 30},
+    xaxis: {visible: false, range: [-0.3, dims.length - 0.7]}, yaxis: {visible: false, range: [-0.12, 1.15]},
+    annotations, shapes, title: {text: "parallel coordinates (colour: objective)", font: {size: 13}}},
+    {displaylogo: false, responsive: true, staticPlot: false});
+}
+
+document.addEventListener("DOMContentLoaded", start);
