@@ -8,7 +8,7 @@ Nothing here draws; `analysis.plots` does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,6 +63,7 @@ class PhaseDiagram:
     outcome: str = "learned"
     pooled: list[str] = field(default_factory=list)
     excluded: dict[str, int] = field(default_factory=dict)
+    sampling: Sampling | None = None  # a boundary search's view (`phase_from_results`)
 
     def success_text(self) -> str:
         """What counts as success here, e.g. "attention learned: best head's attention
@@ -265,7 +266,8 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
                   min_seeds: int = 3, level: float = 0.5, confidence: float = 0.95,
                   base: object = None, statuses: Sequence[str] = COUNTED_STATUSES,
                   accuracy_threshold: float | None = None,
-                  outcome: str = "learned") -> PhaseDiagram:
+                  outcome: str = "learned", grid: Mapping[str, Sequence] | None = None
+                  ) -> PhaseDiagram:
     """The phase diagram of trials that carry the `outcome` column (stored or recomputed):
     `learned` (token accuracy) or `attention_learned` (the best head's attention accuracy).
 
@@ -286,6 +288,9 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
     frame = frame.assign(**{_FACET: frame[facet] if facet else "all"})
     keys = [_FACET, x, y]
     values = [_sorted_unique(frame[k]) for k in keys]
+    for i, column in enumerate([facet, x, y]):  # grid: a sweep's values, sampled or not
+        if grid and column in grid:
+            values[i] = _sorted_unique(pd.Series([*values[i], *grid[column]]))
     stats = _cell_stats(frame, keys, statuses, outcome)
     return _assemble(stats, keys, values, x, y, facet, min_seeds=min_seeds, level=level,
                      confidence=confidence, base=base, accuracy_threshold=accuracy_threshold,
@@ -429,8 +434,100 @@ def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
     trials = with_outcomes(trials, outcome_trajectories(results), thresholds)
     threshold = (thresholds.attention_learned if outcome == "attention_learned"
                  else thresholds.accuracy)
-    return compute_phase(trials, x, y, facet, accuracy_threshold=threshold, outcome=outcome,
-                         **kwargs)
+    search = boundary_search(results, outcome, [a for a in (facet, x, y) if a])
+    phase = compute_phase(trials, x, y, facet, accuracy_threshold=threshold, outcome=outcome,
+                          grid=search["grid"] if search else None, **kwargs)
+    if search is not None:  # a boundary sweep: what it sampled and what its posterior says
+        phase.sampling = sampling_view(phase, search["target"], search["margin"],
+                                       search["model"])
+    return phase
+
+
+@dataclass
+class Sampling:
+    """A boundary search's view of the diagram's grid: which cells it sampled and what the
+    posterior it proposes from (`sweeper.results.levelset`, fed the diagram's counts) says of
+    every cell, sampled or not.
+
+    cells: one row per cell of `PhaseDiagram.cells` (its facet, x, y, ix, iy) with sampled (the
+    cell has trials), share (the posterior median of the success share), share_low,
+    share_high (its interval at `confidence`), decided (the interval clears target +- margin),
+    above (share >= target) and band (the interval contains the target: the boundary's
+    confidence band).
+    boundary: edges between grid-adjacent cells whose posterior medians lie on opposite sides
+    of the target, columns as `PhaseDiagram.boundary` (p_a, p_b: the medians).
+    """
+
+    target: float
+    margin: float
+    model: str
+    confidence: float
+    cells: pd.DataFrame
+    boundary: pd.DataFrame
+
+
+def sampling_view(phase: PhaseDiagram, target: float = 0.5, margin: float = 0.1,
+                  model: str = "gp") -> Sampling:
+    """The boundary search's posterior over the diagram's cells (facet x x x y as its grid)."""
+    from sweeper.results.levelset import CONFIDENCE, share_posterior
+
+    cells = phase.cells
+    nf, nx, ny = len(phase.facet_values), len(phase.x_values), len(phase.y_values)
+    fi = (cells[phase.facet].map({v: i for i, v in enumerate(phase.facet_values)}).to_numpy()
+          if phase.facet else np.zeros(len(cells), dtype=int))
+    flat = (fi.astype(int) * nx + cells["ix"].to_numpy()) * ny + cells["iy"].to_numpy()
+    k, n = np.zeros(nf * nx * ny), np.zeros(nf * nx * ny)
+    k[flat], n[flat] = cells["successes"].to_numpy(), cells["n"].to_numpy()
+    post = share_posterior((nf, nx, ny), k, n, target=target, model=model,
+                           confidence=CONFIDENCE)
+    keys = [c for c in (phase.facet, phase.x, phase.y) if c] + ["ix", "iy"]
+    view = cells[keys].copy()
+    view["sampled"] = (cells["n_trials"] > 0).to_numpy()
+    view["share"], view["share_low"] = post.median[flat], post.low[flat]
+    view["share_high"] = post.high[flat]
+    view["decided"] = post.decided(target, margin)[flat]
+    view["above"] = view["share"] >= target
+    view["band"] = (view["share_low"] <= target) & (view["share_high"] >= target)
+    edges = view.rename(columns={phase.x: "x", phase.y: "y", "share": "p"})
+    edges = edges.rename(columns={phase.facet: _FACET}) if phase.facet else edges.assign(
+        **{_FACET: "all"})
+    boundary = _rename(_boundary(edges.assign(n=np.inf), target, 0), phase.x, phase.y,
+                       phase.facet)
+    return Sampling(target, margin, model, CONFIDENCE, view.reset_index(drop=True), boundary)
+
+
+def boundary_search(results, outcome: str, axes: Sequence[str]) -> dict | None:
+    """target, margin, model and grid (column -> values) of the one boundary sweep in
+    `results`, from the sweep file its manifest keeps; None for any other sweep, several
+    sweeps, a search of another outcome, or a diagram whose axes are not the sweep's."""
+    manifests = list(getattr(results, "manifests", {}).values())
+    if len(manifests) != 1 or manifests[0].get("search") != "boundary":
+        return None
+    try:
+        import yaml
+
+        data = yaml.safe_load(manifests[0]["sweep_file"])
+        search = data.get("search") or {}
+        grid = {f"{group}.{name}": [_number(v) for v in (spec.get("grid") or spec.get("choice"))]
+                for group, params in (data.get("axes") or {}).items()
+                for name, spec in params.items()}
+        found = {"target": float(search.get("target", 0.5)),
+                 "margin": float(search.get("margin", 0.1)),
+                 "model": str(search.get("model", "gp")), "grid": grid}
+        searched = search.get("outcome", manifests[0].get("outcome"))
+    except Exception:  # noqa: BLE001 - a view of the file, never a failure
+        return None
+    return found if searched == outcome and set(grid) == set(axes) else None
+
+
+def _number(value: object) -> object:
+    """A sweep file's `1e-4` (a string to YAML 1.1) as the number the sweep read."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def default_outcome(results) -> str:

@@ -214,7 +214,7 @@ def _phase_legend(phase: PhaseDiagram) -> list:
                   label=f"unreliable (interval spans {phase.level:g})"),
             Patch(facecolor="none", edgecolor=_RECOVERED_COLOR, lw=2.5,
                   label=f"recovered (failed at {short_value(phase.facet, phase.base)})"
-                  if phase.facet else "recovered")]
+                  if phase.facet else "recovered")] + _sampling_legend(phase)
 
 
 def _setup_grid_axes(ax, phase: PhaseDiagram, title: str, gx: AxisScale, gy: AxisScale
@@ -277,6 +277,8 @@ def _probability_panel(ax, phase: PhaseDiagram, value: object, annotate: bool,
                     ha="center", va="center", fontsize=7,
                     color="white" if row.p < 0.6 else "black")
     _draw_boundary(ax, phase, value, gx, gy)
+    if phase.sampling is not None:
+        _draw_sampling(ax, phase, value, annotate, gx, gy)
     _outline(ax, cells[cells["regime"] == "unreliable"], gx, gy, _UNRELIABLE_COLOR, 1.5, "--",
              inset=0.08)
     _outline(ax, cells[cells["recovered"]], gx, gy, _RECOVERED_COLOR, 2.5, "-", inset=0.05)
@@ -313,6 +315,49 @@ def _draw_boundary(ax, phase: PhaseDiagram, value: object, gx: AxisScale, gy: Ax
         ax.plot([gx.pos(row.edge_x0), gx.pos(row.edge_x1)],
                 [gy.pos(row.edge_y0), gy.pos(row.edge_y1)], color="black", lw=2.5,
                 solid_capstyle="round")
+
+
+def _draw_sampling(ax, phase: PhaseDiagram, value: object, annotate: bool, gx: AxisScale,
+                   gy: AxisScale) -> None:
+    """A boundary search's view (`phase.sampling`): unsampled cells in the faded colour of
+    their posterior median, the band of cells whose interval contains the target (dotted),
+    the posterior's boundary (dashed), and each cell's interval under its counts."""
+    from matplotlib import colormaps
+
+    sampling, viridis = phase.sampling, colormaps["viridis"]
+    view, segments = sampling.cells, sampling.boundary
+    if phase.facet is not None:
+        view = view[view[phase.facet] == value]
+        segments = segments[segments[phase.facet] == value]
+    for row in view.itertuples(index=False):
+        box = _cell_box(gx, gy, row.ix, row.iy)
+        if not row.sampled:
+            ax.add_patch(Rectangle(*box, facecolor=viridis(row.share), alpha=0.55,
+                                   edgecolor="white", linewidth=0.5))
+        if row.band:
+            ax.add_patch(Rectangle(*box, fill=False, hatch="..", edgecolor="#444444",
+                                   linewidth=0))
+        if annotate:
+            ax.text(gx.centers[row.ix], gy.pos(row.iy - 0.32),
+                    f"{row.share_low:.2f}-{row.share_high:.2f}", ha="center", va="center",
+                    fontsize=5.5, color="white" if row.share < 0.6 else "black")
+    for row in segments.itertuples(index=False):
+        ax.plot([gx.pos(row.edge_x0), gx.pos(row.edge_x1)],
+                [gy.pos(row.edge_y0), gy.pos(row.edge_y1)], color="#ff00ff", lw=1.8,
+                linestyle="--")
+
+
+def _sampling_legend(phase: PhaseDiagram) -> list:
+    """The entries of a boundary search's view; none for other sweeps."""
+    s = phase.sampling
+    if s is None:
+        return []
+    return [Line2D([], [], color="#ff00ff", lw=1.8, linestyle="--",
+                   label=f"posterior boundary at {s.target:g} ({s.model})"),
+            Patch(facecolor="none", hatch="..", edgecolor="#444444",
+                  label=f"band: {s.confidence:.0%} interval spans {s.target:g}"),
+            Patch(facecolor="#21918c", alpha=0.55, edgecolor="white",
+                  label="not sampled: posterior median")]
 
 
 def _outline(ax, cells: pd.DataFrame, gx: AxisScale, gy: AxisScale, color: str, width: float,

@@ -3,7 +3,8 @@
 Pure and deterministic (no Ray, no clock): the same file always gives the same specs in the same
 order. Grid search takes the product of the axes in file order, then the seeds; random search
 draws `trials` cells from a generator seeded by `search.seed` (`sweeper.strategies`). Optuna's
-cells are chosen while the sweep runs, so `cell_specs` builds the specs of one proposed cell.
+cells are chosen while the sweep runs, so `cell_specs` builds the specs of one proposed cell. A
+boundary search's candidates are the grid's specs; which of them train is decided as it runs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ Cell = dict[str, Any]  # axis path ("task.hardness") -> value
 def cells(sweep: SweepFile) -> list[Cell]:
     """The distribution points of a grid or random search, in a fixed order (the strategies
     `sweeper.strategies.grid` and `.random` draw them)."""
-    if sweep.search.type == "grid":
+    if sweep.search.type in ("grid", "boundary"):
         from sweeper.strategies.grid import grid_cells
 
         return grid_cells(sweep)
@@ -39,7 +40,7 @@ def cells(sweep: SweepFile) -> list[Cell]:
 
         return random_cells(sweep)
     raise SweeperInputError(f"search.type: got {sweep.search.type!r}; cells are known in "
-                            "advance only for grid and random")
+                            "advance only for grid, random and boundary")
 
 
 def cell_specs(sweep: SweepFile, cell: Mapping[str, Any]) -> list[TrialSpec]:
@@ -69,7 +70,7 @@ def expand(sweep: SweepFile) -> list[TrialSpec]:
             if spec.trial_id not in seen:
                 seen[spec.trial_id] = cell
                 specs.append(spec)
-            elif sweep.search.type == "grid" and seen[spec.trial_id] != cell:
+            elif sweep.search.type != "random" and seen[spec.trial_id] != cell:
                 raise SweepFileError(
                     f"axes: the cells {seen[spec.trial_id]} and {cell} are the same trials "
                     f"(their effective task is {dict(spec.task_params)}); allowed: grid values "
@@ -121,7 +122,8 @@ def form_packs(specs: Iterable[TrialSpec], pack_size: int | None,
 @dataclass
 class Plan:
     sweep: SweepFile
-    specs: list[TrialSpec]  # everything the file expands to (grid/random); [] for optuna
+    specs: list[TrialSpec]  # everything the file expands to (grid/random; boundary: its
+    # candidates, cell by cell in grid order, each cell's seeds in file order); [] for optuna
     stored: set[str]  # trial ids already in the store
 
     @property
@@ -130,7 +132,19 @@ class Plan:
 
     @property
     def adaptive(self) -> bool:
-        return self.sweep.search.type == "optuna"
+        """Whether what trains is decided while the sweep runs (optuna, boundary)."""
+        return self.sweep.search.type in ("optuna", "boundary")
+
+    @property
+    def budget(self) -> int:
+        """The most trials the sweep stores (the manifest's trials_expanded): every spec of a
+        grid or random search, the search's budget of an adaptive one."""
+        search = self.sweep.search
+        if search.type == "optuna":
+            return search.trials * len(self.sweep.seeds)
+        if search.type == "boundary":
+            return min(search.trials, len(self.specs))
+        return len(self.specs)
 
 
 def make_plan(sweep: SweepFile, stored: set[str]) -> Plan:

@@ -282,8 +282,7 @@ def manifest(sweep: SweepFile, plan: Plan) -> dict[str, Any]:
     """What the manifest says of a run (the store adds provenance: versions, git commit)."""
     return {"sweep_file": sweep.text, "task": sweep.task, "model": sweep.model,
             "search": sweep.search.type, "outcome": phase_outcome(sweep),
-            "trials_expanded": len(plan.specs) if not plan.adaptive
-            else sweep.search.trials * len(sweep.seeds)}
+            "trials_expanded": plan.budget}
 
 
 def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | None = None,
@@ -309,8 +308,13 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
     finally:
         strategy.close()
     recorder.close()
+    conclusion = getattr(strategy, "conclusion", None)  # why an adaptive search stopped
+    ended = conclusion() if callable(conclusion) else None
+    if ended:
+        recorder.progress.stream.write(ended + "\n")
     seconds = time.perf_counter() - start
     return {"sweep": sweep.name, "expanded": record["trials_expanded"],
             "already_stored": len(stored), "ran": recorder.written, "packs": feedback.packs,
             "seconds": seconds, "trials_per_s": recorder.written / seconds if seconds else 0.0,
+            "search_end": ended,
             "status": store.status_counts(sweep.name)}

@@ -20,6 +20,8 @@ checked before anything runs, and each error names its path in the file and what
     search: {type: grid}                # or {type: random, trials: 20, seed: 0}
                                         # or {type: optuna, trials: 20, objective: best_accuracy,
                                         #     direction: maximize, seed: 0}
+                                        # or {type: boundary, trials: 300, target: 0.5,
+                                        #     margin: 0.1, seeds_per_proposal: 2}
     scheduler: {type: asha, metric: accuracy, mode: max, grace_period: 50, reduction_factor: 3}
     budget: {steps: 200}                # the step budget (same as fixed.train.steps)
     resources: {cpu: 1, gpu: 0}         # per Tune trial (one pack); fractions allowed
@@ -49,7 +51,10 @@ TOP_KEYS = ("name", "task", "model", "fixed", "axes", "seeds", "search", "schedu
 GROUPS = ("task", "model", "train")
 AXIS_KINDS = ("grid", "choice", "uniform", "loguniform", "int")
 SEARCH_KEYS = {"grid": ("type",), "random": ("type", "trials", "seed"),
-               "optuna": ("type", "trials", "objective", "direction", "seed")}
+               "optuna": ("type", "trials", "objective", "direction", "seed"),
+               "boundary": ("type", "trials", "outcome", "target", "margin",
+                            "seeds_per_proposal", "max_seeds", "model")}
+BOUNDARY_MODELS = ("gp", "smooth")  # sweeper.results.levelset.MODELS (kept torch-free here)
 DOCS = "docs/sweep-files.md"
 
 
@@ -86,6 +91,13 @@ class Search:
     objective: str | None = None
     direction: str = "maximize"
     seed: int = 0
+    # boundary search (sweeper.strategies.boundary): trials is its trial budget
+    outcome: str | None = None  # None: the family's phase outcome
+    target: float = 0.5
+    margin: float = 0.1
+    seeds_per_proposal: int | None = None  # None: 2 (at most the cap)
+    max_seeds: int | None = None  # the refinement cap (None: all of the sweep's seeds)
+    model: str = "gp"
 
 
 @dataclass(frozen=True)
@@ -353,21 +365,25 @@ def _seeds(raw: Any) -> tuple[int, ...]:
     return tuple(range(_int_at(raw, "seeds", 1, 100_000)))
 
 
-def _search(raw: Any, axes: tuple[Axis, ...], family: Family) -> Search:
+def _search(raw: Any, axes: tuple[Axis, ...], family: Family,
+            seeds: tuple[int, ...] = (0,)) -> Search:
     raw = {"type": "grid"} if raw is None else raw
     if not isinstance(raw, dict) or not isinstance(raw.get("type"), str) \
             or raw.get("type") not in SEARCH_KEYS:
         got = raw.get("type") if isinstance(raw, dict) else raw
-        raise _fail("search.type", got, "grid, random or optuna")
+        raise _fail("search.type", got, "grid, random, optuna or boundary")
     kind = raw["type"]
     _mapping_at(raw, "search", SEARCH_KEYS[kind])
-    if kind == "grid":
+    if kind in ("grid", "boundary"):
         for axis in axes:
             if axis.kind not in ("grid", "choice"):
                 raise _fail(f"axes.{axis.path}.{axis.kind}", list(axis.values),
-                            "grid or choice axes with search grid (use search random or optuna "
-                            "to sample ranges)")
+                            f"grid or choice axes with search {kind} (use search random or "
+                            "optuna to sample ranges)")
+    if kind == "grid":
         return Search("grid")
+    if kind == "boundary":
+        return _boundary_search(raw, axes, family, seeds)
     trials = _int_at(raw.get("trials"), "search.trials", 1, 1_000_000)
     seed = _int_at(raw.get("seed", 0), "search.seed", 0)
     if kind == "random":
@@ -385,6 +401,44 @@ def _search(raw: Any, axes: tuple[Axis, ...], family: Family) -> Search:
     if not axes:
         raise _fail("axes", None, "at least one axis for search optuna")
     return Search("optuna", trials, objective, direction, seed)
+
+
+def _boundary_search(raw: dict, axes: tuple[Axis, ...], family: Family,
+                     seeds: tuple[int, ...]) -> Search:
+    """search: {type: boundary, ...}: the grid axes' cells are its candidates."""
+    from sweeper.results import SUCCESS_OUTCOMES
+
+    if not axes:
+        raise _fail("axes", None, "at least one grid axis for search boundary")
+    trials = _int_at(raw.get("trials"), "search.trials", 1, 1_000_000)
+    outcome = raw.get("outcome", family.phase_outcome)
+    metrics = {m.name for m in family.metrics}
+    outcomes = tuple(o for o in SUCCESS_OUTCOMES
+                     if o != "attention_learned" or "attn_acc" in metrics)
+    if outcome not in outcomes:
+        raise SweepFileError(f"search.outcome: got {outcome!r}"
+                             f"{_suggest_plain(outcome, outcomes)}; allowed: "
+                             f"{', '.join(outcomes)} (a success outcome of {family.name})")
+    target = raw.get("target", 0.5)
+    if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target < 1:
+        raise _fail("search.target", target, "a success share > 0 and < 1")
+    margin = _number_at(raw.get("margin", 0.1), "search.margin", 0, high=0.5)
+    cap = raw.get("max_seeds")  # None: every seed of `seeds` (so adding seeds extends it)
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
+                            or not 1 <= cap <= len(seeds)):
+        raise _fail("search.max_seeds", cap, f"an integer >= 1 and <= {len(seeds)} (the "
+                    "sweep's seeds)")
+    per = raw.get("seeds_per_proposal")  # None: 2, or the cap when it is 1
+    if per is not None:
+        per = _int_at(per, "search.seeds_per_proposal", 1)
+        if per > (cap or len(seeds)):
+            raise _fail("search.seeds_per_proposal", per, f"an integer >= 1 and <= "
+                        f"{cap or len(seeds)} (the seeds a cell may get)")
+    model = raw.get("model", "gp")
+    if model not in BOUNDARY_MODELS:
+        raise _fail("search.model", model, " or ".join(BOUNDARY_MODELS))
+    return Search("boundary", trials, outcome=outcome, target=float(target),
+                  margin=margin, seeds_per_proposal=per, max_seeds=cap, model=model)
 
 
 def _suggest_plain(given: Any, allowed: tuple[str, ...]) -> str:
@@ -475,7 +529,7 @@ def parse_sweep(text: str) -> SweepFile:
                                                "budget.steps")
     axes = _axes(raw.get("axes"), {"entries": entries}, fixed)
     seeds = _seeds(raw.get("seeds"))
-    search = _search(raw.get("search"), axes, family)
+    search = _search(raw.get("search"), axes, family, seeds)
     device = raw.get("device", "cpu")
     if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:[0-9]+)?", device):
         raise _fail("device", device, "cpu, cuda or cuda:N")
@@ -504,7 +558,7 @@ MAX_TRIALS = 100_000
 
 def _check_trial_count(axes: tuple[Axis, ...], seeds: tuple[int, ...], search: Search) -> None:
     """Refuse a sweep too large to plan, from the axes' sizes: nothing is expanded first."""
-    if search.type == "grid":
+    if search.type in ("grid", "boundary"):  # a boundary search plans its whole grid
         cells = math.prod(len(a.values) for a in axes)
         how = " x ".join(f"{len(a.values)} ({a.path})" for a in axes) or "1 cell"
     else:

@@ -34,6 +34,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     unresolved = resolution_warning(len(sweep.seeds))  # on stderr: --json stays parseable
     if unresolved:
         print(unresolved, file=sys.stderr)
+    if sweep.search.type == "boundary":
+        return _plan_boundary(sweep, plan, args)
     if plan.adaptive:
         print(f"{sweep.name}: adaptive search (optuna, {sweep.search.objective} "
               f"{sweep.search.direction}): up to {sweep.search.trials} cells x "
@@ -50,6 +52,31 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(table(rows, columns))
     if len(plan.specs) > args.rows:
         print(f"... {len(plan.specs) - args.rows} more")
+    return 0
+
+
+def _plan_boundary(sweep, plan, args: argparse.Namespace) -> int:
+    """What a boundary search may train: its candidates, budget and first proposals."""
+    from sweeper.strategies.boundary import initial_cells, settings_of
+
+    s = settings_of(sweep)
+    shape = [len(a.values) for a in sweep.axes]
+    cells, per = len(plan.specs) // len(sweep.seeds), len(sweep.seeds)
+    stored = sum(1 for spec in plan.specs if spec.trial_id in plan.stored)
+    outcome = sweep.search.outcome or sweep.family.phase_outcome
+    first = len(initial_cells(shape))
+    if getattr(args, "json", False):
+        import json
+
+        print(json.dumps({"sweep": sweep.name, "search": "boundary", "adaptive": True,
+                          "trials": plan.budget, "candidates": len(plan.specs),
+                          "cells": cells, "stored": stored, "initial_cells": first}))
+        return 0
+    print(f"{sweep.name}: boundary search ({outcome} share vs {s.target:g} +- {s.margin:g}, "
+          f"{sweep.search.model} posterior): {cells} candidate cells x {per} seeds = "
+          f"{len(plan.specs)} trials, of which up to {plan.budget} run "
+          f"({s.seeds_per_proposal} seeds per proposal, at most {s.max_seeds} per cell), first "
+          f"the {first} cells of a coarse sub-grid; {stored} stored")
     return 0
 
 
@@ -141,7 +168,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         sweep = _load(args.sweep)  # pending against the file as it is now
     else:
         sweep = parse_sweep(manifest["sweep_file"]) if manifest.get("sweep_file") else None
-    if sweep is not None and sweep.search.type != "optuna":
+    if sweep is not None and sweep.search.type not in ("optuna", "boundary"):
         pending = len(make_plan(sweep, stored).pending)
     else:
         pending = max(0, manifest.get("trials_expanded", len(stored)) - len(stored))

@@ -61,7 +61,8 @@ def trained(monkeypatch):
 def test_every_search_type_has_one_strategy():
     assert set(STRATEGIES) == set(SEARCH_KEYS)
     assert strategy_class("grid") is GridStrategy
-    with pytest.raises(UnknownNameError, match="search.type 'boundry'.*allowed: grid, optuna"):
+    with pytest.raises(UnknownNameError,
+                       match="search.type 'boundry'.*allowed: boundary, grid, optuna"):
         strategy_class("boundry")
 
 

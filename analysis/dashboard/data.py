@@ -79,6 +79,8 @@ class SweepView:
         self._trials: pd.DataFrame | None = None
         self._trial_names: set[str] = set()
         self._manifest: dict = {}
+        self._warming: threading.Thread | None = None
+        self.trials_lock = threading.Lock()
         self._manifest_at = 0.0
 
     # ---------------------------------------------------------------- keeping up
@@ -130,7 +132,7 @@ class SweepView:
 
     def trials(self) -> pd.DataFrame:
         """Every stored trial (all columns), grown by the files that landed since last time."""
-        with self.lock:
+        with self.trials_lock:
             names = set(self.committed())
             if self._trials is None or not names >= self._trial_names:
                 self._trials, self._trial_names = read_trial_files(
@@ -197,6 +199,18 @@ class SweepView:
             "task": manifest.get("task"), "model": manifest.get("model"),
             "expanded": manifest.get("trials_expanded")})
 
+    def warm(self) -> None:
+        """Read the trials table in the background (failed trials, a search's objective)."""
+        if self._warming is None:
+            self._warming = threading.Thread(target=self._quiet_trials, daemon=True)
+            self._warming.start()
+
+    def _quiet_trials(self) -> None:
+        try:
+            self.trials()
+        except Exception:  # noqa: BLE001 - read again, loudly, by the request that needs it
+            pass
+
     def phase(self, x: str, y: str, facet: str | None, outcome: str | None = None,
               min_seeds: int = 3) -> dict:
         self.refresh()
@@ -255,8 +269,9 @@ class SweepView:
 
     def cell(self, conditions: Sequence[Mapping], metrics: Sequence[str] | None = None
              ) -> dict:
-        """A cell's trials (any status) and their curves."""
-        trials = self.trials()
+        """A cell's trials (any status) and their curves: the summary names the cell's trials
+        and packs, so only those packs' files are read."""
+        trials = self._cell_trials(conditions)
         mask = np.ones(len(trials), dtype=bool)
         for cond in conditions:
             column = cond.get("column")
@@ -300,6 +315,41 @@ class SweepView:
             "trials": rows, "curves": curves, "shown": len(drawn), "total": len(order),
             "successes": int((classes == "success").sum()),
             "counted": int(classes.isin(["success", "failure", "diverged"]).sum())})
+
+    def _cell_trials(self, conditions: Sequence[Mapping]) -> pd.DataFrame:
+        """The trials rows of the summary rows that meet `conditions` (their packs' files,
+        filtered by trial id); the whole trials table where the summary has no ids."""
+        self.refresh()
+        cells = self.summary.cells if self.summary is not None else pd.DataFrame()
+        if "trial_ids" not in cells.columns or "packs" not in cells.columns:
+            return self.trials()
+        mask = np.ones(len(cells), dtype=bool)
+        for cond in conditions:
+            column = cond.get("column")
+            if column not in cells.columns:
+                continue  # a trials column (seed...): the caller filters by it
+            values = cells[column]
+            if "lo" in cond:
+                numbers = pd.to_numeric(values, errors="coerce").astype(float)
+                mask &= ((numbers >= float(cond["lo"])) & (numbers <= float(cond["hi"]))
+                         ).to_numpy()
+            elif cond.get("value") is None:
+                mask &= values.isna().to_numpy()
+            else:
+                mask &= _equal(values, cond["value"])
+        rows = cells[mask]
+        ids = [t for v in rows["trial_ids"] for t in v]
+        packs = {p for v in rows["packs"] for p in v}
+        if not ids:
+            return self.trials().iloc[0:0]
+        names = set(self.names or ())
+        files = [f"{self.folder}/trials/{n}" for n in sorted(names)
+                 if n.startswith(COMPACT_PREFIX) or n in {part_name(p) for p in packs}]
+        table = ds.dataset(files, filesystem=self.fs, format="parquet").to_table(
+            filter=pc.field("trial_id").isin(pa.array(ids, pa.string())))
+        from sweeper.results.summary import current_names, to_frame
+
+        return current_names(to_frame(table))
 
     def seed_metrics(self) -> list[str]:
         from sweeper.errors import SweeperInputError

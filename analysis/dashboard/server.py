@@ -197,6 +197,7 @@ class Handler(BaseHTTPRequestHandler):
             facet = arg("facet") or None
             self._json(view.phase(arg("x"), arg("y"), None if facet == "none" else facet,
                                   arg("outcome"), int(arg("min_seeds", 3))))
+            view.warm()  # after the first view: failed trials and a search need the trials
         elif path == "/api/cell":
             conditions = json.loads(arg("cell", "[]"))
             if not isinstance(conditions, list):

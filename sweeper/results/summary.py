@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -77,14 +78,29 @@ def contributions(trials: pd.DataFrame) -> pd.DataFrame:
         work[total] = step.where(success, 0.0).fillna(0.0)
     for key in keys:
         work[key] = trials[key]
+    if "trial_id" in trials.columns:
+        work["trial_ids"] = [[t] for t in trials["trial_id"]]
+        packs = trials["pack_id"] if "pack_id" in trials.columns else pd.Series(None, trials.index)
+        work["packs"] = [[p] if isinstance(p, str) else [] for p in packs]
     return _sum(work, keys)
 
 
+LIST_COLUMNS = ("trial_ids", "packs")  # per configuration: its trials, and the packs holding them
+
+
 def _sum(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    counts = [c for c in frame.columns if c not in keys]
+    lists = [c for c in LIST_COLUMNS if c in frame.columns]
+    counts = [c for c in frame.columns if c not in keys and c not in lists]
     if not keys:
         return frame[counts].sum().to_frame().T
-    return frame.groupby(keys, dropna=False, sort=True)[counts].sum().reset_index()
+    grouped = frame.groupby(keys, dropna=False, sort=True)
+    out = grouped[counts].sum()
+    for column in lists:
+        joined = grouped[column].agg(lambda parts: [v for part in parts
+                                                    for v in (part if part is not None else [])])
+        out[column] = joined if column == "trial_ids" else joined.map(
+            lambda v: sorted(set(v)))
+    return out.reset_index()
 
 
 @dataclass
@@ -108,8 +124,12 @@ class CellSummary:
             new = contributions(trials)
             both = pd.concat([self.cells, new], ignore_index=True) if len(self.cells) else new
             keys = config_columns(both.columns)
-            counts = [c for c in both.columns if c not in keys]
+            counts = [c for c in both.columns if c not in keys and c not in LIST_COLUMNS]
             both[counts] = both[counts].fillna(0)
+            for column in LIST_COLUMNS:
+                if column in both.columns:
+                    both[column] = [list(v) if v is not None and not (
+                        isinstance(v, float) and math.isnan(v)) else [] for v in both[column]]
             self.cells = _sum(both, keys)
         self.files |= set(files)
 

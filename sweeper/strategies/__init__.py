@@ -1,4 +1,6 @@
-"""Search strategies: what trains next, apart from where it trains (`sweeper.executors`).
+"""Search strategies: what trains next, apart from where it trains (`sweeper.executors`):
+grid, random, optuna (ask/tell) and boundary (cells whose success share is still unsure of its
+side of a target, `sweeper.strategies.boundary`).
 
 The protocol (`ask` / `tell` / `done`, contract in `sweeper.strategies.base`) is all an executor
 knows of a strategy. `STRATEGIES` is the one place that maps a sweep file's `search.type` to its
@@ -21,6 +23,7 @@ STRATEGIES: dict[str, str] = {
     "grid": "sweeper.strategies.grid:GridStrategy",
     "random": "sweeper.strategies.random:RandomStrategy",
     "optuna": "sweeper.strategies.optuna:OptunaStrategy",
+    "boundary": "sweeper.strategies.boundary:BoundaryStrategy",
 }
 
 

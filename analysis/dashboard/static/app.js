@@ -40,9 +40,24 @@ function fmt(v, digits = 3) {
 function setStatus(text) { $("status").textContent = text; }
 
 // ------------------------------------------------------------------ start and poll
+// The first requests leave as soon as this script runs, while plotly.js is still parsed.
+const early = {sweeps: api("sweeps")};
+early.state = early.sweeps.then(({first, sweeps}) => {
+  const sweep = app.sweep || first || sweeps[0];
+  return sweep ? api("state", {sweep}) : null;
+}).catch(() => null);
+early.sweeps.catch(() => null);
+early.phase = early.state.then((state) => {  // the default view, fetched in parallel as well
+  const d = state && state.default;
+  if (!d || !d.x || !d.y || !state.stored) return null;
+  const args = {sweep: state.sweep, x: d.x, y: d.y, facet: d.facet || "none", outcome: state.outcome,
+                min_seeds: "3"};
+  return api("phase", args).then((data) => ({args, data}));
+}).catch(() => null);
+
 async function start() {
   try {
-    const {sweeps, first} = await api("sweeps");
+    const {sweeps, first} = await early.sweeps;
     const select = $("sweep");
     select.replaceChildren(...sweeps.map((s) => el("option", {value: s}, s)));
     app.sweep = app.sweep || first || sweeps[0] || null;
@@ -69,7 +84,10 @@ async function poll() {
   clearTimeout(app.timer);
   if (!app.sweep) { setStatus("no sweep under this results root yet"); app.timer = setTimeout(start, 3000); return; }
   try {
-    const state = await api("state", {sweep: app.sweep});
+    const prefetched = early.state ? await early.state : null;
+    early.state = null;
+    const state = prefetched && prefetched.sweep === app.sweep ? prefetched
+      : await api("state", {sweep: app.sweep});
     app.state = state;
     drawProgress(state);
     fillControls(state);
@@ -161,8 +179,12 @@ async function drawPhase() {
   if (!app.state || !app.state.stored) { $("phase-title").textContent = "no trials stored yet"; return; }
   if (!x || !y || x === y) { $("phase-title").textContent = "choose two different axes"; return; }
   const facet = $("facet").value;
-  const data = await api("phase", {sweep: app.sweep, x, y, facet: facet === x || facet === y ? "none" : facet,
-                                   outcome: $("outcome").value, min_seeds: $("min-seeds").value || 3});
+  const args = {sweep: app.sweep, x, y, facet: facet === x || facet === y ? "none" : facet,
+                outcome: $("outcome").value, min_seeds: String($("min-seeds").value || 3)};
+  const prefetched = early.phase ? await early.phase : null;
+  early.phase = null;
+  const data = prefetched && JSON.stringify(prefetched.args) === JSON.stringify(args)
+    && prefetched.data.revision === app.state.revision ? prefetched.data : await api("phase", args);
   if (data.empty) { $("phase-title").textContent = "no trials stored yet"; return; }
   app.phase = data;
   $("phase-title").textContent = data.title;
@@ -170,7 +192,7 @@ async function drawPhase() {
   const traces = [], layout = {margin: {l: 70, r: 20, t: 30, b: 60}, height: 420,
                                plot_bgcolor: "#dddddd", showlegend: true,
                                legend: {orientation: "h", y: -0.22}, annotations: []};
-  const dense = data.x.values.length * data.y.values.length > 400;
+  const dense = data.x.values.length * data.y.values.length * data.facets.length > 300;
   data.facets.forEach((f, k) => {
     const xa = k === 0 ? "x" : `x${k + 1}`, ya = k === 0 ? "y" : `y${k + 1}`;
     const g = f.grid;
@@ -184,8 +206,9 @@ async function drawPhase() {
     }));
     // a grey layer under every sampled cell (too few seeds for a colour: still clickable)
     const sampled = g.n_trials.map((row) => row.map((t) => (t ? 1 : null)));
+    const greyText = text.map((row, iy) => row.map((t, ix) => (z[iy][ix] === null ? t : "")));
     traces.push({type: "heatmap", x: axisCoords(data.x), y: axisCoords(data.y), z: sampled, zmin: 0, zmax: 1,
-                 colorscale: [[0, "#bdbdbd"], [1, "#bdbdbd"]], showscale: false, text,
+                 colorscale: [[0, "#bdbdbd"], [1, "#bdbdbd"]], showscale: false, text: greyText,
                  texttemplate: dense ? "" : "%{text}", hovertext: hover, hoverinfo: "text",
                  customdata: f.index, xaxis: xa, yaxis: ya, showlegend: false, xgap: 1, ygap: 1});
     const shownText = text.map((row, iy) => row.map((t, ix) => (z[iy][ix] === null ? "" : t)));
@@ -241,7 +264,7 @@ function inFacet(data, cell, k) {
   return f.index[cell.iy][cell.ix] === cell.index;
 }
 
-// Page coordinates of a cell's centre (for tests and keyboard users).
+// Where a cell's centre is on screen (for tests and scripts).
 app.cellCenter = function (index) {
   const div = $("phase"), data = app.phase, layout = div._fullLayout;
   const cell = data.cells.find((c) => c.index === index);
@@ -250,7 +273,7 @@ app.cellCenter = function (index) {
   const box = div.getBoundingClientRect();
   const px = xa.l2p(xa.d2l(centre(data.x, cell.ix))) + xa._offset;
   const py = ya.l2p(ya.d2l(centre(data.y, cell.iy))) + ya._offset;
-  return {x: box.left + window.scrollX + px, y: box.top + window.scrollY + py};
+  return {x: box.left + px, y: box.top + py};  // viewport coordinates, as a click takes them
 };
 
 // ------------------------------------------------------------------ a cell's seeds
@@ -297,7 +320,7 @@ async function openCell(index, refresh) {
   $("cell-section").dataset.curves = String(Object.keys(data.curves).length);
   $("cell-section").dataset.cell = String(index);
   drawTrialsTable(data);
-  if (!refresh) $("cell-section").scrollIntoView({behavior: "smooth", block: "start"});
+  if (!refresh) $("cell-section").scrollIntoView({block: "start"});
 }
 
 function drawTrialsTable(data) {

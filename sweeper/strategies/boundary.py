@@ -1,0 +1,299 @@
+"""Boundary search: trials where a cell's success share is still unsure of its side of a target.
+
+The candidate cells are the grid axes' combinations (as grid search has them); a unit is one
+(cell, seed), an ordinary trial spec (`plan.cell_specs`), so resume and exactly-once work
+through the store as for every search. Each `ask(n)` proposes up to n packs, one per cell, of
+`seeds_per_proposal` new seeds each:
+
+1. first the cells of a coarse sub-grid (`initial_cells`: every third value of each axis, the
+   ends included), so that the whole grid is seen once;
+2. then, from the posterior over every cell's share (`sweeper.results.levelset`: a GP
+   classifier by default, sharing strength between neighbouring cells, so unsampled cells have
+   one too), the undecided cells (their interval straddles target +- margin) that have seeds
+   left under `max_seeds`, and the unsampled cells next to a cell on the other side of the
+   target, most straddling first. A cell whose interval clears target +- margin gets nothing
+   more.
+
+It stops when no such cell is left (every reachable cell decided: `stopped == "decided"`) or
+when `search.trials` trials are stored or out (`stopped == "budget"`); `conclusion()` is the
+line the run ends with. Proposals are a function of what is stored (and what is out), nothing
+else: a killed and resumed sweep proposes the same units, and a file with more cells or a
+larger budget continues from the store. Outcomes come from the store's trials through
+`sweeper.results.cell_stats` (counted seeds, successes), the same definition as every summary.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from sweeper.results import cell_stats
+from sweeper.results.levelset import SharePosterior, face_neighbours, share_posterior
+from sweeper.spec import TrialResult, TrialSpec
+from sweeper.strategies.base import Context, Pack
+from sweeper.strategies.grid import grid_cells
+
+if TYPE_CHECKING:
+    from sweeper.search_space import SweepFile
+
+INITIAL_STRIDE = 3
+
+
+def initial_cells(shape: Sequence[int]) -> list[int]:
+    """The coarse sub-grid sampled first (flat C-order indices, ascending): per axis of L
+    values, ceil((L - 1) / 3) + 1 evenly spread indices, the ends included."""
+    per_axis = []
+    for length in shape:
+        count = math.ceil((length - 1) / INITIAL_STRIDE) + 1
+        per_axis.append(sorted({int(round(v)) for v in np.linspace(0, length - 1, count)}))
+    flat = np.arange(math.prod(shape)).reshape(tuple(shape))
+    return sorted(int(flat[idx]) for idx in itertools.product(*per_axis))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The search's keys (`search:` in the sweep file; docs/sweep-files.md)."""
+
+    target: float = 0.5
+    margin: float = 0.1
+    trials: int = 100  # the trial budget: (cell, seed) units stored or out
+    seeds_per_proposal: int = 2
+    max_seeds: int = 8  # the refinement cap: most seeds one cell gets
+    model: str = "gp"
+
+
+class BoundarySearch:
+    """The sampler on a grid of `shape`, apart from trial specs: counts in, units out.
+
+    `successes[c]`, `counted[c]`: the counted seeds of cell c and how many succeeded;
+    `used[c]`: seed positions of cell c stored (any status) or out. Everything it proposes is
+    a function of these (and of which cells are out), so it is deterministic.
+    """
+
+    def __init__(self, shape: Sequence[int], settings: Settings):
+        self.shape = tuple(int(s) for s in shape)
+        self.size = math.prod(self.shape)
+        self.settings = settings
+        self.initial = initial_cells(self.shape)
+        self._neighbours: list[np.ndarray] | None = None
+        self._cache: tuple[bytes, SharePosterior] | None = None
+
+    @property
+    def neighbours(self) -> list[np.ndarray]:
+        if self._neighbours is None:
+            self._neighbours = face_neighbours(self.shape)
+        return self._neighbours
+
+    def posterior(self, successes: np.ndarray, counted: np.ndarray) -> SharePosterior:
+        key = np.concatenate([successes, counted]).astype(np.int64).tobytes()
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, share_posterior(self.shape, successes, counted,
+                                                target=self.settings.target,
+                                                model=self.settings.model))
+        return self._cache[1]
+
+    def wanted(self, successes: np.ndarray, counted: np.ndarray, used: np.ndarray
+               ) -> list[int]:
+        """The cells that want more seeds, most wanted first: unsampled cells of the initial
+        sub-grid (in grid order), then undecided cells with seeds left and unsampled cells
+        next to a cell on the other side of the target, by straddle score."""
+        s = self.settings
+        room = used < s.max_seeds
+        first = [c for c in self.initial if used[c] == 0]
+        post = self.posterior(successes, counted)
+        undecided = ~post.decided(s.target, s.margin)
+        side = post.side(s.target)
+        frontier = np.zeros(self.size, dtype=bool)
+        for c in np.flatnonzero((used == 0) & room):
+            frontier[c] = bool(np.any(side[self.neighbours[c]] != side[c]))
+        chosen = set(first)
+        rest = [int(c) for c in np.flatnonzero((undecided | frontier) & room) if c not in chosen]
+        score = np.round(post.straddle(s.target), 9)
+        rest.sort(key=lambda c: (-score[c], c))
+        return first + rest
+
+    def propose(self, n: int, successes: np.ndarray, counted: np.ndarray, used: np.ndarray,
+                out_cells: set[int], budget_left: int) -> list[tuple[int, int]]:
+        """Up to n (cell, how many new seeds) of cells not out, within the budget."""
+        proposals = []
+        for c in self.wanted(successes, counted, used):
+            if len(proposals) >= n or budget_left <= 0:
+                break
+            if c in out_cells:
+                continue
+            count = min(self.settings.seeds_per_proposal, self.settings.max_seeds - int(used[c]),
+                        budget_left)
+            proposals.append((c, count))
+            budget_left -= count
+        return proposals
+
+
+def settings_of(sweep: SweepFile) -> Settings:
+    search = sweep.search
+    cap = search.max_seeds or len(sweep.seeds)
+    return Settings(search.target, search.margin, search.trials,
+                    min(search.seeds_per_proposal or 2, cap), cap, search.model)
+
+
+class BoundaryStrategy:
+    """The boundary search on the sweep's grid, told what its packs measured."""
+
+    def __init__(self, sweep: SweepFile, cells: list[dict[str, Any]],
+                 units: list[list[TrialSpec]], known: dict[str, tuple[str, Any]]):
+        self.sweep = sweep
+        self.cells = cells
+        self.units = units  # per cell, its spec of each seed position (sweep.seeds order)
+        self.outcome = sweep.search.outcome or sweep.family.phase_outcome
+        self.search = BoundarySearch([len(a.values) for a in sweep.axes], settings_of(sweep))
+        self.settings = self.search.settings
+        self._position = {s.trial_id: (c, i) for c, specs in enumerate(units)
+                          for i, s in enumerate(specs)}
+        self.known = {t: v for t, v in known.items() if t in self._position}
+        self.out: dict[tuple[str, ...], int] = {}  # a pack's ids -> its cell
+        self.out_ids: set[str] = set()
+        self.proposed: list[tuple[str, ...]] = []  # every pack proposed in this run, in order
+        self.stopped: str | None = None
+        self.planned: int | None = max(0, self.budget_left())
+
+    @classmethod
+    def start(cls, context: Context) -> BoundaryStrategy:
+        sweep = context.sweep
+        cells = grid_cells(sweep)
+        per = len(sweep.seeds)
+        specs = context.plan.specs
+        units = [specs[i * per:(i + 1) * per] for i in range(len(cells))]
+        return cls(sweep, cells, units, stored_results(context.store, sweep,
+                                                       sweep.search.outcome
+                                                       or sweep.family.phase_outcome))
+
+    # -- state --------------------------------------------------------------------------------
+    def counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per cell: successes, counted seeds (`sweeper.results.cell_stats`), seed positions
+        stored or out."""
+        size = len(self.cells)
+        successes, counted = np.zeros(size), np.zeros(size)
+        used = np.zeros(size, dtype=int)
+        for tid in list(self.known) + sorted(self.out_ids):
+            used[self._position[tid][0]] += 1
+        if self.known:
+            ids = list(self.known)
+            frame = pd.DataFrame({
+                "_cell": [self._position[t][0] for t in ids],
+                "status": [self.known[t][0] for t in ids],
+                self.outcome: pd.array([self.known[t][1] for t in ids], dtype="boolean")})
+            stats = cell_stats(frame, ["_cell"], self.outcome, steps=None)
+            cells = stats["_cell"].to_numpy(dtype=int)
+            successes[cells] = stats["successes"].to_numpy(dtype=float)
+            counted[cells] = stats["n"].to_numpy(dtype=float)
+        return successes, counted, used
+
+    def budget_left(self) -> int:
+        return self.settings.trials - len(self.known) - len(self.out_ids)
+
+    def posterior(self) -> SharePosterior:
+        successes, counted, _ = self.counts()
+        return self.search.posterior(successes, counted)
+
+    def _wanted(self) -> list[int]:
+        return self.search.wanted(*self.counts())
+
+    # -- the protocol ------------------------------------------------------------------------
+    def ask(self, n: int) -> list[Pack]:
+        if self.done:
+            return []
+        successes, counted, used = self.counts()
+        out_cells = set(self.out.values())
+        packs = []
+        for cell, count in self.search.propose(n, successes, counted, used, out_cells,
+                                               self.budget_left()):
+            free = [s for s in self.units[cell]
+                    if s.trial_id not in self.known and s.trial_id not in self.out_ids]
+            pack = free[:count]
+            ids = tuple(s.trial_id for s in pack)
+            self.out[ids] = cell
+            self.out_ids.update(ids)
+            self.proposed.append(ids)
+            packs.append(pack)
+        return packs
+
+    def tell(self, pack: Pack, results: list[TrialResult] | None) -> None:
+        ids = tuple(s.trial_id for s in pack)
+        self.out.pop(ids, None)
+        self.out_ids.difference_update(ids)
+        for r in results or []:  # None: lost with its worker, nothing stored, proposed again
+            self.known[r.trial_id] = (r.status, r.outcomes.get(self.outcome))
+
+    @property
+    def done(self) -> bool:
+        if self.budget_left() <= 0:
+            self.stopped = "budget"
+            return True
+        if not self.out and not self._wanted():
+            self.stopped = "decided"
+            return True
+        return False
+
+    def close(self) -> None:
+        pass
+
+    # -- the end of a run --------------------------------------------------------------------
+    def state(self) -> dict[str, int | str | None]:
+        """What the search knows now: cells above / below / undecided, sampled, trials."""
+        successes, counted, used = self.counts()
+        post = self.search.posterior(successes, counted)
+        s = self.settings
+        decided = post.decided(s.target, s.margin)
+        side = post.side(s.target)
+        wanted = set(self.search.wanted(successes, counted, used))
+        return {"cells": len(self.cells), "sampled": int((used > 0).sum()),
+                "above": int((decided & (side > 0)).sum()),
+                "below": int((decided & (side < 0)).sum()),
+                "undecided": int((~decided).sum()),
+                "undecided_at_cap": int((~decided & (used >= s.max_seeds)).sum()),
+                "reachable_undecided": len(wanted),
+                "trials": len(self.known) + len(self.out_ids), "budget": s.trials,
+                "stopped": self.stopped}
+
+    def conclusion(self) -> str:
+        """The line a run of this search ends with: why it stopped, and where it stands."""
+        self.done  # noqa: B018 - sets `stopped` from the state as it is now
+        st = self.state()
+        s = self.settings
+        where = (f"{st['cells']} cells: {st['above']} above, {st['below']} below, "
+                 f"{st['undecided']} undecided; {st['sampled']} sampled; {st['trials']} of "
+                 f"{st['budget']} trials")
+        if st["stopped"] == "decided":
+            cap = (f" ({st['undecided_at_cap']} undecided at the cap of {s.max_seeds} seeds)"
+                   if st["undecided_at_cap"] else "")
+            return (f"boundary search: stopped, every reachable cell decided{cap}; "
+                    f"{self.outcome} share vs {s.target:g} +- {s.margin:g}: {where}")
+        if st["stopped"] == "budget":
+            return (f"boundary search: stopped, the trial budget is spent "
+                    f"({_cells(st['reachable_undecided'])} still wanted seeds); "
+                    f"{self.outcome} share vs {s.target:g} +- {s.margin:g}: {where}")
+        return (f"boundary search: interrupted ({_cells(st['reachable_undecided'])} still "
+                f"want seeds); {where}")
+
+
+def _cells(count: int) -> str:
+    return f"{count} cell{'s' * (count != 1)}"
+
+
+def stored_results(store, sweep: SweepFile, outcome: str) -> dict[str, tuple[str, Any]]:
+    """trial id -> (status, outcome) of every stored trial of the sweep."""
+    data = store.dataset(sweep.name, "trials")
+    if data is None:
+        return {}
+    names = set(data.schema.names)
+    columns = ["trial_id", "status"] + ([outcome] if outcome in names else [])
+    frame = data.to_table(columns=columns).to_pandas()
+    values = (frame[outcome].astype("boolean") if outcome in frame.columns
+              else pd.Series(pd.NA, index=frame.index, dtype="boolean"))
+    return {tid: (status, None if pd.isna(v) else bool(v))
+            for tid, status, v in zip(frame["trial_id"], frame["status"], values)}
