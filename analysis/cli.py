@@ -1,4 +1,5 @@
-"""The `query`, `phase`, `report`, `seeds` and `dashboard` subcommands, registered on the `sweeper` command's parser.
+"""The `query`, `phase`, `report`, `seeds` and `dashboard` subcommands, registered on the
+`sweeper` command's parser.
 
 `register(subparsers)` adds them; each sets `func(args) -> int`. Bad input (an unknown column,
 a malformed where or SQL, a bad threshold) prints one line on stderr and returns 2.

@@ -30,11 +30,11 @@ from .axes import (  # noqa: F401 - the words for columns, re-exported for calle
     AxisScale,
     axis_label,
     axis_scale,
+    phase_title,
     short_value,
     symbol,
     value_label,
 )
-from .axes import phase_title  # noqa: F401 - the title of a phase figure
 from .axes import tick as _tick
 from .errors import AnalysisInputError
 from .phase import PhaseDiagram

@@ -27,7 +27,6 @@ from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcom
 from . import plots
 from .errors import AnalysisInputError
 from .load import Results
-from .search import search_info
 from .phase import (
     PhaseDiagram,
     compute_phase,
@@ -36,6 +35,7 @@ from .phase import (
     outcome_trajectories,
     representative_cells,
 )
+from .search import search_info
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CELL_COLUMNS = ("n_trials", "n", "successes", "p", "p_low", "p_high", "median_steps_to_learn",
@@ -50,7 +50,8 @@ figcaption { font-size: 0.9em; color: #555; } pre { background: #f7f7f7; padding
 .note { color: #8a4b00; } .wide { overflow-x: auto; } img.mapped { max-width: none; }
 td.error { white-space: pre-wrap; font-family: monospace; font-size: 0.85em; text-align: left; }
 div.seeds { display: inline-block; vertical-align: top; margin: 0.4em; padding: 0.2em; }
-div.seeds h4 { margin: 0.2em 0; font-size: 0.85em; } div.seeds:target { outline: 3px solid #ff7f00; }
+div.seeds h4 { margin: 0.2em 0; font-size: 0.85em; }
+div.seeds:target { outline: 3px solid #ff7f00; }
 """
 
 

@@ -116,7 +116,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("X-Frame-Options", "DENY")
-        for k, v in (headers or {}).items():
+        for k, v in {**getattr(self, "_auth_headers", {}), **(headers or {})}.items():
             self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
@@ -154,6 +154,7 @@ class Handler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.FORBIDDEN, "forbidden: give the dashboard's token"
                         if self.dashboard.token else "forbidden: not a loopback Host")
             return
+        self._auth_headers = headers  # the token's cookie, on whatever answers the request
         try:
             self._route(url.path, query, headers)
         except AnalysisInputError as exc:

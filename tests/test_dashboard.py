@@ -1,0 +1,363 @@
+"""The cell summary, progress inside packs, the dashboard's API and server rules, `sweeper
+seeds`, plots that fit their axes, and plan's warning (issue 16). The browser test is in
+tests/test_dashboard_browser.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.fs as pafs
+import pytest
+
+from analysis import load, synthetic
+from analysis.phase import compute_phase, phase_from_summary
+from sweeper.results import Store
+from sweeper.results.cells import resolution_warning, seeds_to_resolve
+from sweeper.results.summary import (
+    SUMMARY_FILE,
+    CellSummary,
+    current_summary,
+    read_summary,
+    trial_file_names,
+)
+
+LOCAL = pafs.LocalFileSystem()
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("results")
+    synthetic.write_copy_sweep(root, "copy", failed=0.05, diverged=0.03)
+    synthetic.write_topic_sweep(root, "topic", distractors=(5, 20), seeds=2)
+    return root
+
+
+# ---------------------------------------------------------------- the cell summary
+
+@pytest.mark.parametrize("facet", ["model.heads", None])
+def test_phase_from_the_summary_is_the_phase_of_the_trials(root, facet):
+    summary = read_summary(LOCAL, str(root / "copy"))
+    trials = load(root, "copy").trials
+    assert summary.trials == len(trials)
+    for x, y in (("task.cooccurrence", "task.hardness"), ("task.hardness", "model.heads")):
+        if facet in (x, y):
+            continue
+        for outcome in ("attention_learned", "learned"):
+            a = compute_phase(trials, x, y, facet, outcome=outcome)
+            b = phase_from_summary(summary.cells, x, y, facet, outcome=outcome)
+            columns = ["n_trials", "n", "successes", "p", "p_low", "p_high", "regime",
+                       "recovered"]
+            pd.testing.assert_frame_equal(a.cells[columns], b.cells[columns])
+            pd.testing.assert_frame_equal(a.boundary, b.boundary)
+            assert a.excluded == b.excluded
+
+
+def test_summary_lists_every_trial_and_pack(root):
+    summary = read_summary(LOCAL, str(root / "topic"))
+    trials = load(root, "topic").trials
+    ids = [t for v in summary.cells["trial_ids"] for t in v]
+    assert sorted(ids) == sorted(trials["trial_id"])
+    packs = {p for v in summary.cells["packs"] for p in v}
+    assert packs == set(trials["pack_id"])
+
+
+def test_a_reader_catches_up_and_rebuilds(tmp_path):
+    folder = synthetic.write_copy_sweep(tmp_path, "s", cooccurrence=(0.0, 1.0), seeds=2)
+    names = sorted(trial_file_names(LOCAL, str(folder)))
+    whole = read_summary(LOCAL, str(folder))
+    assert whole.files == set(names)
+    # a summary that lags (a crash between a pack and its summary): the missing file is read
+    lagging = CellSummary(whole.cells.iloc[0:0].copy(), set())
+    caught, changed = current_summary(LOCAL, str(folder), names, lagging)
+    assert changed and caught.trials == whole.trials
+    # no summary file: rebuilt from the trials
+    (folder / SUMMARY_FILE).unlink()
+    rebuilt, _ = current_summary(LOCAL, str(folder), names)
+    assert rebuilt.trials == whole.trials and rebuilt.files == set(names)
+    # compaction: the files it covered are gone, so it is rebuilt from the compacted file
+    Store.open(str(tmp_path)).compact("s")
+    compacted = sorted(trial_file_names(LOCAL, str(folder)))
+    again, _ = current_summary(LOCAL, str(folder), compacted, whole)
+    assert again.files == set(compacted) and again.trials == whole.trials
+
+
+def test_a_local_sweep_keeps_its_summary_and_reports_steps_inside_packs(tmp_path,
+                                                                         monkeypatch):
+    import sweeper
+    from sweeper.runner import Recorder
+
+    try:
+        from sweep_helpers import variant
+    except ImportError:
+        from tests.sweep_helpers import variant
+    steps: list[int] = []
+    original = Recorder.progressed
+
+    def spy(self, specs, step):
+        steps.append(step)
+        original(self, specs, step)
+
+    monkeypatch.setattr(Recorder, "progressed", spy)
+    lines = []
+
+    class Stream:
+        def write(self, text):
+            lines.append(text)
+
+        def flush(self):
+            pass
+
+    result = sweeper.run(variant(**{"budget.steps": 40}), results=str(tmp_path),
+                         executor="local", stream=Stream())
+    assert result.ran == 4
+    assert steps and set(steps) >= {10, 20, 30, 40}  # every evaluation of each pack
+    folder = tmp_path / "tiny"
+    summary = read_summary(LOCAL, str(folder))
+    assert summary.files == set(trial_file_names(LOCAL, str(folder))) and summary.trials == 4
+    progress = json.loads((folder / "progress.json").read_text())
+    assert progress["state"] == "finished" and progress["done"] == 4
+    assert progress["packs"] == []
+
+
+def test_the_progress_line_shows_steps_inside_packs():
+    import io
+
+    from sweeper.runner import Progress
+
+    progress = Progress(8, io.StringIO())
+    progress.running = 4
+    progress.packs = {"a": (120, 400), "b": (40, 400)}
+    assert "4 running (steps 120/400, 40/400)" in progress.line()
+
+
+def test_ray_workers_report_their_step_throttled(monkeypatch):
+    from sweeper.executors import ray_tune
+
+    sent = []
+    monkeypatch.setattr(ray_tune.tune, "report", lambda payload: sent.append(payload))
+    report = ray_tune._progress_reporter(last_step=100, every_s=0.0)
+    for step in (0, 10, 50, 100):
+        report(step, [{}])
+    assert [p["step"] for p in sent] == [0, 10, 50]  # the last goes with the final report
+    assert all(p.get("progress") and "rows" not in p for p in sent)
+    sent.clear()
+    slow = ray_tune._progress_reporter(last_step=100, every_s=3600.0)
+    for step in (10, 20):
+        slow(step, [{}])
+    assert sent == []  # at most one report per interval
+
+    class Sink:
+        def __init__(self):
+            self.calls = []
+
+        def progressed(self, specs, step):
+            self.calls.append((specs, step))
+
+    class Searcher:
+        packs = {"t1": ["spec"]}
+
+    sink = Sink()
+    callback = ray_tune._StoreCallback(Searcher(), sink)
+
+    class Trial:
+        trial_id = "t1"
+
+    callback.on_trial_result(0, [], Trial(), {"progress": True, "step": 30})
+    assert sink.calls == [(["spec"], 30)]
+    assert callback.final == {} and callback.rows == {}  # nothing stored from progress
+
+
+# ---------------------------------------------------------------- the dashboard's API
+
+@pytest.fixture(scope="module")
+def server(root):
+    from analysis.dashboard.server import make_server
+
+    httpd, dashboard = make_server(str(root), "copy", port=0)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                              daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def get(url: str, headers: dict | None = None):
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+
+
+def api(base: str, path: str, **args):
+    from urllib.parse import urlencode
+
+    status, _, body = get(f"{base}/api/{path}?{urlencode(args)}")
+    assert status == 200, body
+    return json.loads(body)
+
+
+def test_the_api_serves_state_phase_cell_failed_and_search(server, root):
+    state = api(server, "state", sweep="copy")
+    assert state["stored"] == 144 and state["outcome"] == "attention_learned"
+    assert state["default"] == {"x": "task.cooccurrence", "y": "task.hardness",
+                                "facet": "model.heads"}
+    assert {a["column"] for a in state["axes"]} >= {"task.cooccurrence", "task.hardness",
+                                                    "model.heads"}
+    phase = api(server, "phase", sweep="copy", x="task.cooccurrence", y="task.hardness",
+                facet="model.heads")
+    assert phase["title"].startswith("p(attention learned")
+    assert sum(c["n_trials"] for c in phase["cells"]) == 144
+    assert phase["x"]["kind"] == "linear" and phase["x"]["edges"][0] < 0 < phase["x"]["edges"][1]
+    cell = next(c for c in phase["cells"] if c["n_trials"])
+    seeds = api(server, "cell", sweep="copy", cell=json.dumps(cell["conditions"]))
+    assert seeds["total"] == cell["n_trials"] and len(seeds["curves"]) >= cell["n"]
+    assert [m["name"] for m in seeds["metrics"]] == ["accuracy", "attn_acc"]
+    assert [m["threshold"] for m in seeds["metrics"]] == [0.95, 0.9]
+    assert seeds["successes"] == cell["successes"]
+    trials = load(root, "copy").trials
+    failed = api(server, "failed", sweep="copy")
+    assert failed["total"] == int((trials["status"] == "failed").sum()) > 0
+    assert all("worker died" in t["error"] for t in failed["trials"])
+    search = api(server, "search", sweep="copy")
+    assert search["objective"] == "attention_learned" and search["cells"]
+
+
+def test_the_server_refuses_foreign_hosts_and_serves_its_own_assets(server):
+    status, _, body = get(f"{server}/api/sweeps", {"Host": "attacker.example:80"})
+    assert status == 403
+    status, headers, body = get(f"{server}/")
+    assert status == 200 and "default-src 'none'" in headers["Content-Security-Policy"]
+    assert b"/static/plotly.min.js" in body and b"http" not in body.split(b"<body>")[0]
+    status, headers, body = get(f"{server}/static/plotly.min.js")
+    assert status == 200 and len(body) > 1_000_000 and b"plotly.js" in body[:200]
+    assert get(f"{server}/static/../server.py")[0] == 404
+
+
+def test_a_non_loopback_bind_needs_allow_remote_and_then_a_token(root):
+    from analysis.dashboard.server import make_server
+    from analysis.errors import AnalysisInputError
+
+    with pytest.raises(AnalysisInputError, match="allow-remote"):
+        make_server(str(root), "copy", host="0.0.0.0", port=0)
+    httpd, dashboard = make_server(str(root), "copy", port=0, allow_remote=True,
+                                   token="s3cret-token")
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{httpd.server_address[1]}"
+        assert get(f"{base}/api/sweeps")[0] == 403
+        assert get(f"{base}/api/sweeps?token=wrong")[0] == 403
+        status, headers, _ = get(f"{base}/api/sweeps?token=s3cret-token")
+        assert status == 200 and "HttpOnly" in headers["Set-Cookie"]
+        assert get(f"{base}/api/sweeps", {"X-Sweeper-Token": "s3cret-token"})[0] == 200
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_a_continuous_axis_is_binned_and_log_scaled(tmp_path):
+    """A random search over a log-uniform lr: the phase view bins it on a log axis, and the
+    search view has the objective per cell."""
+    configs = synthetic.copy_configs(cooccurrence=(0.0, 1.0), hardness=(0.0,), heads=(1,),
+                                     seeds=1)
+    rng = np.random.default_rng(0)
+    rows = pd.concat([configs] * 20, ignore_index=True)
+    rows["train.lr"] = 10 ** rng.uniform(-4, -2, len(rows))
+    rows["seed"] = np.arange(len(rows))
+    rows = synthetic._with_ids(rows.drop(columns="trial_id").to_dict("records"))
+    synthetic._write_sweep(tmp_path, "rand", rows, topic=False, pack_by=["task.cooccurrence"],
+                           pack_size=8, seed=0, failed=0.0, diverged=0.0)
+    manifest = tmp_path / "rand" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["sweep_file"] = ("name: rand\nsearch: {type: random, trials: 40}\naxes:\n  train:\n"
+                          "    lr: {loguniform: [0.0001, 0.01]}\n  task:\n"
+                          "    cooccurrence: {choice: [0.0, 1.0]}\n")
+    manifest.write_text(json.dumps(data))
+    from analysis.dashboard.data import SweepView
+
+    view = SweepView(LOCAL, str(tmp_path), "rand")
+    state = view.state()
+    lr = next(a for a in state["axes"] if a["column"] == "train.lr")
+    assert lr["kind"] == "log" and lr["binned"] and state["search"]["drawn"]
+    phase = view.phase("train.lr", "task.cooccurrence", None)
+    assert phase["x"]["kind"] == "log" and len(phase["x"]["values"]) <= 8
+    assert sum(c["n_trials"] for c in phase["cells"]) == 40
+    cell = next(c for c in phase["cells"] if c["n_trials"])
+    assert "lo" in cell["conditions"][0]
+    assert view.cell(cell["conditions"])["total"] == cell["n_trials"]
+    search = view.search()
+    assert len(search["cells"]) == 40 and search["type"] == "random"
+    assert next(p for p in search["parameters"] if p["column"] == "train.lr")["kind"] == "log"
+
+
+# ---------------------------------------------------------------- plots, seeds, plan
+
+def test_phase_figures_fit_their_text_and_axes(root):
+    from analysis import plots
+    from analysis.phase import phase_from_results
+
+    results = load(root, "copy")
+    for facet in ("model.heads", None):
+        phase = phase_from_results(results, "task.cooccurrence", "task.hardness", facet)
+        fig = plots.phase_figure(phase)
+        fig.canvas.draw()
+        box = fig.get_tightbbox(fig.canvas.get_renderer())
+        width, height = fig.get_size_inches()
+        assert box.x0 >= -0.01 and box.y0 >= -0.01, (facet, box)  # nothing clipped
+        assert box.x1 <= width + 0.01 and box.y1 <= height + 0.01, (facet, box)
+        ax = fig.phase_panels[0][1]
+        assert ax.get_xlim()[0] < 0 < 0.25 < ax.get_xlim()[1]  # numeric: at the values
+        unreliable = (phase.facet_cells(phase.facet_values[0])["regime"] == "unreliable").sum()
+        dashed = [p for p in ax.patches if p.get_linestyle() in ("--", "dashed")]
+        assert len(dashed) == unreliable > 0
+    assert phase_from_results(results, "task.cooccurrence", "task.hardness",
+                              "model.heads").base == 1  # the smallest
+
+
+def test_log_spaced_values_get_a_log_axis():
+    from analysis.axes import axis_scale
+
+    lr = axis_scale("train.lr", [1e-4, 3e-4, 1e-3, 3e-3])
+    assert lr.kind == "log" and lr.edges[0] < 1e-4 < lr.edges[1] < 3e-4
+    assert abs(lr.pos(0.5) - np.sqrt(1e-4 * 3e-4)) < 1e-12
+    c = axis_scale("task.cooccurrence", [0.0, 0.25, 0.5, 1.0])
+    assert c.kind == "linear" and c.pos(2.5) == 0.75
+    assert axis_scale("model.classifier", ["fc", "tc"]).kind == "category"
+
+
+def test_seeds_command_draws_cells_and_refuses_too_many(root, tmp_path, capsys):
+    from PIL import Image
+
+    from analysis.cli import main
+
+    out = tmp_path / "seeds.png"
+    assert main(["seeds", str(root / "copy"), "--where",
+                 "task.cooccurrence == 0 and task.hardness == 0.5", "-o", str(out)]) == 0
+    assert "3 cells" in capsys.readouterr().out
+    with Image.open(out) as image:
+        assert image.size[0] > 500
+    assert main(["seeds", str(root / "copy"), "-o", str(tmp_path / "all.png")]) == 2
+    assert "at most" in capsys.readouterr().err
+
+
+def test_plan_warns_when_seeds_cannot_resolve_a_cell(tmp_path, capsys):
+    from sweeper.cli import main
+
+    try:
+        from sweep_helpers import TINY, write_sweep
+    except ImportError:
+        from tests.sweep_helpers import TINY, write_sweep
+    assert seeds_to_resolve() == 4
+    assert resolution_warning(4) is None and "at least 4 seeds" in resolution_warning(3)
+    path = write_sweep(tmp_path / "t.yaml", {**TINY, "seeds": 3})
+    assert main(["plan", str(path), "--results", str(tmp_path / "r")]) == 0
+    assert "3 seeds per cell cannot resolve a cell" in capsys.readouterr().err
