@@ -27,7 +27,12 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from sweeper.results import LEGACY_COLUMNS, pack_of_file
-from sweeper.results.store import parquet_tail_problem, scan_folder, warn
+from sweeper.results.store import (
+    parquet_tail_problem,
+    scan_folder,
+    warn,
+    without_superseded,
+)
 
 from . import where as where_lang
 from .errors import AnalysisInputError, unknown_column
@@ -57,6 +62,8 @@ class Sweep:
     files: dict[str, list[str]]
     _fragments: dict[str, ds.ParquetFileFragment] = field(default_factory=dict, repr=False)
     _checked: set[str] = field(default_factory=set, repr=False)
+    # failed trials a later attempt stored (their failed rows do not count: sweeper.results)
+    superseded: frozenset[str] = frozenset()
 
     def readable(self, paths: Iterable[str]) -> list[str]:
         """The trajectories files among `paths` that are whole Parquet files; a damaged one is
@@ -183,17 +190,23 @@ def _open_sweep(fs: pafs.FileSystem, root: str, name: str) -> Sweep:
         found = available_sweeps(fs, root)
         raise AnalysisInputError(
             f"no sweep {name!r} under {root!r}; available sweeps: {', '.join(found) or '(none)'}")
-    return Sweep(name, fs, folder, _read_manifest(fs, folder), sweep_files(fs, folder))
+    scan = _scan(fs, folder)
+    return Sweep(name, fs, folder, _read_manifest(fs, folder), scan.files,
+                 superseded=scan.superseded)
 
 
 def sweep_files(fs: pafs.FileSystem, folder: str) -> dict[str, list[str]]:
     """Both tables' committed files (full paths), by the store's one commit rule; files that
     cannot be read are skipped with a one-line warning (`sweeper run` moves them aside)."""
+    return _scan(fs, folder).files
+
+
+def _scan(fs: pafs.FileSystem, folder: str):
     scan = scan_folder(fs, folder, trajectories=False)  # those: checked when read
     for path, why in scan.damaged.items():
         warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it to "
              "quarantine/ and trains its pack again")
-    return scan.files
+    return scan
 
 
 # ---------------------------------------------------------------- scanning
@@ -497,7 +510,9 @@ def _read_trials(sweeps: list[Sweep], schema: pa.Schema, plan: _Plan,
     internal = [c for c in ("trial_id", "pack_id") if c in types]
     cols = None if wanted is None else list(dict.fromkeys(
         [*internal, *[c for c in wanted if c in types]]))
-    tables = [_add_sweep(scan(s, s.files["trials"], schema, cols, expr), s.name) for s in sweeps]
+    tables = [_add_sweep(scan(s, s.files["trials"], schema, cols,
+                              _and(expr, without_superseded(s.superseded))), s.name)
+              for s in sweeps]
     frame = _dedupe(_current_names(to_frame(pa.concat_tables(tables,
                                                              promote_options="permissive"))))
     if "pack_id" not in frame:

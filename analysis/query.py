@@ -20,6 +20,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from sweeper.results.store import without_superseded
+
 from .errors import AnalysisInputError
 from .load import Sweep, file_schema, load, open_sweeps, to_frame
 
@@ -37,13 +39,20 @@ def _source(con: duckdb.DuckDBPyConnection, sweep: Sweep, table: str) -> str | N
     files = sweep.files[table] if table == "trials" else sweep.readable(sweep.files[table])
     if not files:
         return None
+    superseded = sweep.superseded if table == "trials" else frozenset()
     if isinstance(sweep.filesystem, pafs.LocalFileSystem):
         listed = ", ".join(_quote(f) for f in files)
-        return f"read_parquet([{listed}], union_by_name = true)"
+        source = f"read_parquet([{listed}], union_by_name = true)"
+        if superseded:  # failed rows of trials a later attempt stored (sweeper.results)
+            ids = ", ".join(_quote(i) for i in sorted(superseded))
+            source = (f"(SELECT * FROM {source} WHERE NOT (status = 'failed' AND trial_id IN "
+                      f"({ids})))")
+        return source
     name = f"_arrow_{table}_{len(con.execute('SHOW TABLES').fetchall())}"
     dataset = ds.FileSystemDataset(sweep.fragments(files), file_schema(sweep, files),
                                    ds.ParquetFileFormat(), sweep.filesystem)
-    con.register(name, dataset)
+    gone = without_superseded(superseded)
+    con.register(name, dataset if gone is None else dataset.filter(gone))
     return name
 
 

@@ -15,6 +15,7 @@ errors.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -39,6 +40,19 @@ class SweepResult:
     status: dict[str, int]  # trials stored per status, after the run
     cells: Any = field(default=None, repr=False)  # pandas DataFrame: sweeper.results.cell_stats
     outcome: str = "learned"
+    interrupted: bool = False  # a SIGINT or SIGTERM stopped it (sweeper.interrupts)
+    pending: int | None = None  # trials of this run's plan not stored (None: cannot say)
+    exit_status: int = 0  # what `sweeper run` exits with: 0, or 130 / 143 when interrupted
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's summary as plain data (`sweeper run --json`; docs/python-api.md)."""
+        cells = None if self.cells is None else json.loads(
+            self.cells.to_json(orient="records"))
+        return {"sweep": self.sweep, "results": self.results, "expanded": self.expanded,
+                "already_stored": self.already_stored, "ran": self.ran, "packs": self.packs,
+                "seconds": round(self.seconds, 3), "trials_per_s": round(self.trials_per_s, 4),
+                "status": self.status, "interrupted": self.interrupted,
+                "pending": self.pending, "outcome": self.outcome, "cells": cells}
 
     @property
     def trials_per_s(self) -> float:
@@ -52,6 +66,10 @@ class SweepResult:
 
     def summary(self) -> str:
         stored = ", ".join(f"{n} {s}" for s, n in sorted(self.status.items())) or "nothing"
+        if self.ran == 0 and not self.interrupted and self.pending == 0:
+            return (f"sweep {self.sweep}: nothing to run: all {self.already_stored} trials are "
+                    f"stored (ran 0 trials; stored: {stored}); results in "
+                    f"{self.results.rstrip('/')}/{self.sweep}")
         packs = f", {self.packs} packs" if self.packs is not None else ""
         return (f"sweep {self.sweep}: ran {self.ran} trials in {self.seconds:.1f} s "
                 f"({self.trials_per_s:.2f} trials/s{packs}); stored: {stored}; results in "
@@ -66,8 +84,11 @@ class SweepResult:
 
 
 def sweep_from(source: str | os.PathLike | Mapping[str, Any],
-               overrides: Mapping[str, Any] | None = None):
-    """A validated `SweepFile` from a path, YAML text or a mapping, with overrides merged."""
+               overrides: Mapping[str, Any] | None = None, sets: list[str] | None = None):
+    """A validated `SweepFile` from a path, YAML text or a mapping, with overrides merged and
+    then `--set` overrides applied (`apply_sets`)."""
+    if sets:
+        return sweep_from(apply_sets(_raw(source, overrides), sets))
     import yaml
 
     from sweeper.search_space import load_sweep, parse_sweep, parse_yaml
@@ -85,6 +106,75 @@ def sweep_from(source: str | os.PathLike | Mapping[str, Any],
         return parse_sweep(text)
     data = parse_yaml(text)
     return parse_sweep(yaml.safe_dump(_merged(data, overrides), sort_keys=False))
+
+
+def _raw(source: str | os.PathLike | Mapping[str, Any],
+         overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The sweep file's mapping, overrides merged, before validation."""
+    from sweeper.search_space import parse_yaml
+
+    if isinstance(source, Mapping):
+        data: Any = dict(source)
+    else:
+        text = os.fspath(source)
+        if os.path.exists(text) or not _looks_like_yaml(text):
+            from sweeper.search_space import read_sweep_text
+
+            text = read_sweep_text(text)
+        data = parse_yaml(text)
+    if not isinstance(data, dict):
+        from sweeper.search_space import SweepFileError
+
+        raise SweepFileError(f"the file: got {type(data).__name__}; allowed: a YAML mapping of "
+                             "the sweep-file keys")
+    return _merged(data, overrides) if overrides else data
+
+
+GROUPS = ("task", "model", "train")
+
+
+def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
+    """`--set` overrides on a sweep file's mapping, in order (values read as sweep files are):
+
+    - `model.width=48`: a fixed value (task, model, train); it replaces an axis of that name.
+    - `model.heads=1,4`: a comma list sweeps an axis (a grid) and replaces a fixed value.
+    - any other dotted key sets that key of the file: `seeds=4`, `budget.steps=100`,
+      `name=quick_w48`, `search.trials=20`.
+    """
+    import copy
+
+    from sweeper.search_space import SweepFileError, load_yaml_value
+
+    out = copy.deepcopy(dict(data))
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        path = key.strip().split(".")
+        if not sep or not key.strip() or any(not p for p in path):
+            raise SweepFileError(f"--set: got {item!r}; allowed: KEY=VALUE such as "
+                                 "model.width=48, model.heads=1,4 or seeds=4")
+        values = [load_yaml_value(v.strip()) for v in raw.split(",")] if "," in raw \
+            and not raw.strip().startswith(("[", "{")) else None
+        value = load_yaml_value(raw.strip()) if values is None else None
+        if path[0] in GROUPS and len(path) == 2:
+            group, name = path
+            fixed = out.setdefault("fixed", {}) or {}
+            axes = out.setdefault("axes", {}) or {}
+            out["fixed"], out["axes"] = fixed, axes
+            if values is None:
+                (axes.get(group) or {}).pop(name, None)
+                fixed.setdefault(group, {})[name] = value
+            else:
+                (fixed.get(group) or {}).pop(name, None)
+                axes.setdefault(group, {})[name] = {"grid": values}
+            continue
+        node = out
+        for part in path[:-1]:
+            if not isinstance(node.get(part, {}), dict):
+                raise SweepFileError(f"--set {key}: {part} is not a mapping in the file; "
+                                     "allowed: a key of a mapping")
+            node = node.setdefault(part, {})
+        node[path[-1]] = value if values is None else values
+    return out
 
 
 def _looks_like_yaml(text: str) -> bool:
@@ -110,13 +200,20 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         executor: str = "ray", address: str | None = None, num_cpus: int | None = None,
         pack_size: int | None = None, retries: int | None = None, device: str | None = None,
         results_shared: bool = False, verbose: bool = False, stream=None,
+        wait: bool = False, extend: bool = False, sets: list[str] | None = None,
         **overrides: Any) -> SweepResult:
-    """Run what of a sweep is not stored yet; see the module's docstring."""
+    """Run what of a sweep is not stored yet; see the module's docstring.
+
+    sets: `--set` overrides (`apply_sets`), applied after `overrides`. wait: wait for another
+    driver of the sweep to finish instead of refusing. extend: store trials of a configuration
+    that differs from the stored sweep's under its name (`sweeper.identity`). SIGINT and SIGTERM
+    stop the run once its running packs are stored (`sweeper.interrupts`)."""
+    from sweeper.interrupts import stop_on_signals
     from sweeper.plan import make_plan
     from sweeper.results import Store
     from sweeper.runner import phase_outcome, run_sweep
 
-    spec = sweep_from(sweep, overrides)
+    spec = sweep_from(sweep, overrides, sets)
     if retries is not None:
         spec = replace(spec, retries=retries)
     if device is not None:
@@ -128,13 +225,56 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     make_plan(spec, set())  # expand once up front: a bad cell fails before anything is written
     runner = make_executor(executor, address=address, num_cpus=num_cpus,
                            results_shared=results_shared, verbose=verbose)
+    from sweeper.results.store import check_writable
+
+    check_writable(store)
+    if address is None:  # the trials train on this machine (a cluster's nodes may differ)
+        check_memory(spec, pack_size)
     runner.check(spec, store)  # before it starts and before anything is written
-    with runner:
-        summary = run_sweep(spec, store, runner, pack_size, stream=stream)
+    from sweeper.results.lease import acquire
+
+    with stop_on_signals(stream) as stop, acquire(store, spec.name, wait=wait, stream=stream), \
+            runner:
+        summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,
+                            extend=extend, overrides=list(sets or []))
     outcome = phase_outcome(spec)
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
-                       cells_of(store, spec, outcome), outcome)
+                       cells_of(store, spec, outcome), outcome, summary["interrupted"],
+                       summary["pending"], stop.exit_status if summary["interrupted"] else 0)
+
+
+def check_memory(spec, pack_size: int | None = None, available: int | None = None) -> None:
+    """Refuse a sweep whose one trial needs more memory than this machine has (the family's
+    estimate, `TrialSpec.memory_bytes`), naming the settings; checked over every cell of a grid
+    or random sweep, and the fixed settings of an adaptive one."""
+    from sweeper.errors import SweeperInputError
+    from sweeper.plan import make_plan
+    from sweeper.spec import make_spec
+
+    available = available or _physical_memory()
+    if not available:
+        return
+    specs = make_plan(spec, set()).specs or [make_spec(
+        spec.task, spec.model, spec.fixed["task"], spec.fixed["model"], spec.fixed["train"])]
+    worst = max(specs, key=lambda s: s.memory_bytes())
+    need = worst.memory_bytes()
+    if need > 0.8 * available:
+        flat = worst.flat()
+        shown = ", ".join(f"{k} {flat[k]}" for k in ("task.length", "task.samples",
+                                                     "task.vocab", "model.width",
+                                                     "model.dim", "train.batch_size",
+                                                     "train.eval_size") if k in flat)
+        raise SweeperInputError(f"fixed/axes: one trial needs about {need / 2**30:,.1f} GiB "
+                                f"({shown}); allowed: what fits in this machine's "
+                                f"{available / 2**30:,.1f} GiB (a smaller batch, width or length)")
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0
 
 
 def cells_of(store, spec, outcome: str = "learned"):

@@ -7,6 +7,7 @@ analysis input error) becomes one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
@@ -72,6 +73,9 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     from sweeper.families import families
     from sweeper.spec import TRAIN_PARAMS
 
+    if args.json:
+        print(json.dumps(_tasks_json(families(), TRAIN_PARAMS)))
+        return 0
     for family in families().values():
         print(f"family {family.name}: {family.doc}")
         print(f"  tasks: {', '.join(t.id for t in family.tasks)}; models: "
@@ -88,6 +92,23 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     for p in TRAIN_PARAMS:
         print(f"  {p.name:<18} default {p.default!r:<12} {p.allowed():<36} {p.doc}")
     return 0
+
+
+def _tasks_json(families: dict, train_params) -> dict[str, Any]:
+    """`sweeper tasks --json`: every family, its tasks' and models' parameters, and train's."""
+    def params(entry_params) -> list[dict[str, Any]]:
+        return [{"name": p.name, "type": p.type.__name__, "default": p.default,
+                 "allowed": p.allowed(), "doc": p.doc, "low": p.low, "high": p.high,
+                 "choices": list(p.choices) if p.choices else None, "nullable": p.nullable}
+                for p in entry_params]
+
+    return {"families": [
+        {"name": f.name, "doc": f.doc, "phase_outcome": f.phase_outcome,
+         "train_defaults": dict(f.train_defaults),
+         "tasks": [{"id": t.id, "doc": t.doc, "params": params(t.params)} for t in f.tasks],
+         "models": [{"id": m} if isinstance(m, str) else
+                    {"id": m.id, "doc": m.doc, "params": params(m.params)} for m in f.models]}
+        for f in families.values()], "train": params(train_params)}
 
 
 def _inline(values) -> str:
@@ -127,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("tasks", help="list tasks, models and their parameters")
+    p.add_argument("--json", action="store_true", help="print the listing as JSON")
     p.set_defaults(func=cmd_tasks)
 
     from sweeper import sweep_commands

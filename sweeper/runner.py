@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeper.interrupts import Stoppable, StopRequest
 from sweeper.plan import Plan, make_plan
 from sweeper.results import Store
 from sweeper.results.outcomes import STEP_OUTCOMES
@@ -71,6 +72,8 @@ class Progress:
         return f" (step{'s' * (len(reached) > 1)} {', '.join(reached[:3])}{more})"
 
     def close(self) -> None:
+        if not self.total and not (self.done or self.failed):
+            return  # nothing was to run: the summary says so in one line
         self.update(force=True)
         if self.tty:
             self.stream.write("\n")
@@ -89,6 +92,7 @@ class Recorder:
     stored: set[str] = field(default_factory=set)
     written: int = 0
     lost_trials: int = 0
+    retried: set[str] = field(default_factory=set)  # ids stored as failed before this run
     # the cell summary (sweeper.results.summary: RESULTS/SWEEP/cells.parquet), kept current
     # after every committed pack, and the running packs for progress.json
     summary: Any = None
@@ -152,9 +156,12 @@ class Recorder:
         """Store a pack's results (all of them, or what an early stop left)."""
         if running:
             self.progress.running -= len(specs)
-        fresh = [r for r in results if r.trial_id not in self.stored]
+        # a retried trial that fails again keeps its first failed row (and error), not two
+        fresh = [r for r in results if r.trial_id not in self.stored
+                 and not (r.status == "failed" and r.trial_id in self.retried)]
         if fresh:
-            pack = self.store.write_pack(self.sweep, fresh, attempts, node_id)
+            pack = self.store.write_pack(self.sweep, fresh, attempts, node_id,
+                                         [r.trial_id for r in fresh if r.trial_id in self.retried])
             self.stored.update(r.trial_id for r in fresh)
             self.written += len(fresh)
             self._quietly(lambda: self._summary().add(pack, fresh, attempts, node_id))
@@ -278,30 +285,51 @@ def phase_outcome(sweep: SweepFile) -> str:
     return sweep.family.phase_outcome
 
 
-def manifest(sweep: SweepFile, plan: Plan) -> dict[str, Any]:
-    """What the manifest says of a run (the store adds provenance: versions, git commit)."""
+def manifest(sweep: SweepFile, plan: Plan, previous: dict[str, Any] | None = None,
+             overrides: list[str] | None = None) -> dict[str, Any]:
+    """What the manifest says of a run (the store adds provenance: versions, git commit): the
+    sweep file, its identity and fingerprint (`sweeper.identity`), and every version of the
+    file that has run under this name."""
+    from sweeper.identity import fingerprint, identity, versions
+
+    config = identity(sweep)
     return {"sweep_file": sweep.text, "task": sweep.task, "model": sweep.model,
             "search": sweep.search.type, "outcome": phase_outcome(sweep),
-            "trials_expanded": plan.budget}
+            "trials_expanded": plan.budget,
+            "identity": config, "fingerprint": fingerprint(config),
+            "overrides": list(overrides or []),
+            "versions": versions(sweep, previous, overrides)}
 
 
 def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | None = None,
-              workers: int | None = None, stream=None) -> dict[str, Any]:
+              workers: int | None = None, stream=None, stop: StopRequest | None = None,
+              extend: bool = False, overrides: list[str] | None = None) -> dict[str, Any]:
     """Run what is not stored yet; returns a summary (counts, seconds, trials per second).
 
     `executor` follows `sweeper.executors.Executor` (entered by the caller when it needs
-    starting); `workers` overrides its capacity. The strategy comes from `search.type`.
+    starting); `workers` overrides its capacity. The strategy comes from `search.type`; a
+    `stop` request (`sweeper.interrupts`) makes it propose nothing more. The caller holds the
+    sweep's lease (`sweeper.results.lease`). A sweep stored with another configuration is
+    refused unless `extend` (`sweeper.identity`).
     """
+    from sweeper.identity import check_same_study
+
     start = time.perf_counter()
+    previous = store.read_manifest(sweep.name)
+    check_same_study(sweep, previous, extend)
     store.recover(sweep.name)
-    stored = store.stored_ids(sweep.name)
+    stored = store.done_ids(sweep.name)  # failed trials are trained again
+    retried = store.stored_ids(sweep.name) - stored
     plan = make_plan(sweep, stored)
     workers = executor.capacity(sweep) if workers is None else workers
     strategy = make_strategy(Context(plan, store, pack_size or sweep.pack_size, workers))
-    record = manifest(sweep, plan)
+    if stop is not None:
+        strategy = Stoppable(strategy, stop)
+    record = manifest(sweep, plan, previous, overrides)
     try:
         store.write_manifest(sweep.name, record)
-        recorder = Recorder(store, sweep.name, Progress(strategy.planned, stream), set(stored))
+        recorder = Recorder(store, sweep.name, Progress(strategy.planned, stream), set(stored),
+                            retried=retried)
         feedback = Feedback(recorder, strategy)
         if not strategy.done:
             executor.run(sweep, strategy, feedback)
@@ -313,8 +341,11 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
     if ended:
         recorder.progress.stream.write(ended + "\n")
     seconds = time.perf_counter() - start
+    planned = strategy.planned
     return {"sweep": sweep.name, "expanded": record["trials_expanded"],
             "already_stored": len(stored), "ran": recorder.written, "packs": feedback.packs,
             "seconds": seconds, "trials_per_s": recorder.written / seconds if seconds else 0.0,
             "search_end": ended,
-            "status": store.status_counts(sweep.name)}
+            "status": store.status_counts(sweep.name),
+            "interrupted": stop is not None and stop.requested,
+            "pending": None if planned is None else max(0, planned - recorder.written)}

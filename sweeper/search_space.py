@@ -479,10 +479,15 @@ def _resources(raw: Any) -> dict[str, float]:
 # -- the whole file ------------------------------------------------------------------------
 def load_sweep(path: str) -> SweepFile:
     """Read and validate a sweep file; "-" reads it from standard input."""
+    return parse_sweep(read_sweep_text(path))
+
+
+def read_sweep_text(path: str) -> str:
+    """A sweep file's text, bounded and decoded ("-": standard input), or a one-line error."""
     if path == "-":
         import sys
 
-        return parse_sweep(sys.stdin.read())
+        return sys.stdin.read(MAX_FILE_BYTES + 1)
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_FILE_BYTES + 1)
@@ -495,7 +500,7 @@ def load_sweep(path: str) -> SweepFile:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise SweepFileError(f"{path}: not UTF-8 text; allowed: a YAML sweep file") from None
-    return parse_sweep(text)
+    return text
 
 
 def parse_sweep(text: str) -> SweepFile:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -22,11 +23,24 @@ def _load(path: str):
     return load_sweep(path)
 
 
+def _load_with_sets(path: str, sets: list[str] | None):
+    """The sweep file with `--set` overrides applied (`sweeper.api.apply_sets`)."""
+    if not sets:
+        return _load(path)
+    from sweeper.api import sweep_from
+
+    return sweep_from(path, sets=sets)
+
+
+SET_HELP = ("override the file: model.width=48 (a fixed value), model.heads=1,4 (an axis), "
+            "seeds=4, budget.steps=100, name=other (repeatable)")
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from sweeper.plan import form_packs, make_plan
     from sweeper.results import Store
 
-    sweep = _load(args.file)
+    sweep = _load_with_sets(args.file, args.set)
     store = Store.open(_results_root(args, sweep))
     plan = make_plan(sweep, store.stored_ids(sweep.name))
     from sweeper.results.cells import resolution_warning
@@ -37,18 +51,44 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if sweep.search.type == "boundary":
         return _plan_boundary(sweep, plan, args)
     if plan.adaptive:
-        print(f"{sweep.name}: adaptive search (optuna, {sweep.search.objective} "
+        budget = sweep.search.trials * len(sweep.seeds)
+        if args.json:
+            print(json.dumps({"sweep": sweep.name, "search": sweep.search.type,
+                              "trials": budget, "stored": len(plan.stored), "adaptive": True}))
+            return 0
+        print(f"{sweep.name}: adaptive search ({sweep.search.type}, {sweep.search.objective} "
               f"{sweep.search.direction}): up to {sweep.search.trials} cells x "
-              f"{len(sweep.seeds)} seeds = {sweep.search.trials * len(sweep.seeds)} trials; "
-              f"{len(plan.stored)} stored")
+              f"{len(sweep.seeds)} seeds = {budget} trials; {len(plan.stored)} stored")
         return 0
     pending = plan.pending
     packs = form_packs(pending, sweep.pack_size, args.workers)
+    cost = None
+    if packs and not args.no_estimate:
+        from sweeper.estimate import estimate
+
+        stored = store.read(sweep.name, "trials")
+        cost = estimate(packs, args.workers, None if stored is None else stored.to_pandas(),
+                        sweep.resources["cpu"])
+    columns = ["trial_id"] + [a.column for a in sweep.axes] + ["seed"]
+    rows = [[s.trial_id] + [s.flat()[c] for c in columns[1:]] for s in plan.specs[:args.rows]]
+    if args.json:
+        print(json.dumps({
+            "sweep": sweep.name, "search": sweep.search.type, "adaptive": False,
+            "trials": len(plan.specs), "stored": len(plan.specs) - len(pending),
+            "pending": len(pending), "packs": len(packs), "seeds_per_cell": len(sweep.seeds),
+            "estimate": None if cost is None else {"seconds": round(cost.seconds, 1),
+                                                   "workers": cost.workers,
+                                                   "basis": cost.basis},
+            "rows": [dict(zip(columns, r)) for r in rows]}))
+        return 0
+    if not pending:
+        print(f"{sweep.name}: nothing to run: all {len(plan.specs)} trials are stored")
+        return 0
     print(f"{sweep.name}: {len(plan.specs)} trials ({sweep.search.type} search, "
           f"{len(sweep.seeds)} seeds per cell); {len(plan.specs) - len(pending)} stored, "
           f"{len(pending)} to run in {len(packs)} packs")
-    columns = ["trial_id"] + [a.column for a in sweep.axes] + ["seed"]
-    rows = [[s.trial_id] + [s.flat()[c] for c in columns[1:]] for s in plan.specs[:args.rows]]
+    if cost is not None:
+        print(cost.line())
     print(table(rows, columns))
     if len(plan.specs) > args.rows:
         print(f"... {len(plan.specs) - args.rows} more")
@@ -85,11 +125,23 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     result = run(args.file, results=args.results, executor=args.executor, address=args.address,
                  num_cpus=args.num_cpus, pack_size=args.pack_size, retries=args.retries,
-                 device=args.device, results_shared=args.results_shared, verbose=args.verbose)
-    print(result.summary())
-    if result.cells is not None:
-        print("\n" + cell_table(result.cells, result.outcome))
-    return 0
+                 device=args.device, results_shared=args.results_shared, verbose=args.verbose,
+                 wait=args.wait, extend=args.extend, sets=args.set)
+    if result.interrupted:  # a late second Ctrl-C must not turn a clean stop into a traceback
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if args.json:
+        print(json.dumps(result.to_json()))
+    else:
+        print(result.summary())
+        if result.cells is not None:
+            print("\n" + cell_table(result.cells, result.outcome))
+    if result.interrupted:
+        pending = "some" if result.pending is None else str(result.pending)
+        print(f"interrupted: {pending} trials pending; run the same command to resume",
+              file=sys.stderr)
+    return result.exit_status
 
 
 def with_device(sweep, device: str):
@@ -173,6 +225,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         pending = max(0, manifest.get("trials_expanded", len(stored)) - len(stored))
     done = sum(n for s, n in counts.items() if s != "failed")
+    if args.json:
+        print(json.dumps({"sweep": name, "done": done, "failed": counts.get("failed", 0),
+                          "pending": pending, "status": counts,
+                          "updated": manifest.get("updated")}))
+        return 0
     print(f"{name}: {done} done, {counts.get('failed', 0)} failed, {pending} pending "
           f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'nothing stored'}); "
           f"updated {manifest.get('updated', '-')}")
@@ -183,7 +240,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
     name, store = _sweep_name_and_store(args)
     if store.read_manifest(name) is None and not store.files(name, "trials"):
         raise SweeperInputError(f"SWEEP: got {name!r}; no sweep of that name under {store.uri}")
-    before, rows = store.compact(name)
+    from sweeper.results.lease import acquire
+
+    with acquire(store, name):  # never while a driver writes the sweep
+        before, rows = store.compact(name)
     print(f"{name}: {before} trial files merged into 1 ({rows} trials)" if before > 1
           else f"{name}: nothing to compact ({before} file)")
     return 0
@@ -207,11 +267,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
     p.add_argument("--rows", type=int, default=10, help="trials to list (default 10)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                   help="workers assumed for the automatic pack size")
+                   help="workers assumed for the automatic pack size and the estimate")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    p.add_argument("--no-estimate", action="store_true",
+                   help="skip the wall-time estimate (its timed probe trains a few steps when "
+                        "nothing of the sweep's shape is stored)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", help="run a sweep (embedded local Ray unless --address)")
     p.add_argument("file")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    p.add_argument("--wait", action="store_true",
+                   help="if another driver runs this sweep, wait for it instead of exiting")
+    p.add_argument("--extend", action="store_true",
+                   help="store trials of a changed configuration under the sweep's name")
+    p.add_argument("--json", action="store_true", help="print the final summary as JSON")
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
     p.add_argument("--address", help="an existing Ray cluster (e.g. auto, or HEAD:6379)")
     p.add_argument("--pack-size", type=int, help="specs per pack (default: automatic)")
@@ -230,6 +301,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         p = sub.add_parser(name, help=text)
         p.add_argument("sweep", help="a sweep name, RESULTS/SWEEP, or the sweep file")
         p.add_argument("--results", help=f"results root (default {DEFAULT_RESULTS})")
+        if name == "status":
+            p.add_argument("--json", action="store_true", help="print the counts as JSON")
         p.set_defaults(func=func)
 
     p = sub.add_parser("submit", help="submit a sweep as a Ray job and stream its progress")

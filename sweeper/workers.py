@@ -68,4 +68,24 @@ def execute_pack_with_retries(configs: list[dict], device: str, threads: float, 
             return PackOutcome(execute_pack(configs, device, threads, report), None, attempt)
         except Exception:  # noqa: BLE001 - any error of a trial is recorded, not raised
             error = traceback.format_exc(limit=3)
+            if len(configs) > 1:
+                return _one_by_one(configs, device, threads, retries, attempt)
     return PackOutcome(None, error, retries + 1)
+
+
+def _one_by_one(configs: list[dict], device: str, threads: float, retries: int,
+                attempts: int) -> PackOutcome:
+    """A pack that raised, trained again one trial at a time: a trial that raises fails alone
+    (`TrialResult.failed`, with its error) and its pack-mates are stored as they trained (a
+    trial trains alone exactly as in a pack: tests/test_families.py)."""
+    from sweeper.spec import TrialResult, spec_from_config
+
+    results = []
+    for config in configs:
+        alone = execute_pack_with_retries([config], device, threads, retries)
+        if alone.error is None:
+            results.extend(alone.results)
+        else:
+            results.append(TrialResult.failed(spec_from_config(config, device), alone.error))
+        attempts = max(attempts, alone.attempts)
+    return PackOutcome(results, None, attempts)

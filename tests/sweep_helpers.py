@@ -134,10 +134,12 @@ def parquet_files(root: Path, sweep: str, table: str) -> list[Path]:
 
 
 def assert_only_store_files(root: Path) -> None:
-    """What a store may hold: manifest.json and Parquet parts, nothing per trial."""
+    """What a store may hold: per sweep its manifest, lease, progress, cell summary and Optuna
+    study, and Parquet parts; nothing per trial."""
+    per_sweep = ("manifest.json", "lease.json", "progress.json", "cells.parquet", "optuna.db")
     for path in all_files(root):
         rel = path.relative_to(root)
-        assert (rel.name == "manifest.json" and len(rel.parts) == 2) or (
+        assert (rel.name in per_sweep and len(rel.parts) == 2) or (
             rel.suffix == ".parquet" and rel.name.startswith("part-")
             and rel.parts[1] in ("trials", "trajectories")), f"unexpected file {rel}"
 

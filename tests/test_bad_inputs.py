@@ -156,3 +156,25 @@ def test_sweeps_at_the_limits_still_plan(tmp_path):
 
 def _nested(depth: int) -> Any:
     return "deep" if depth == 0 else {"x": _nested(depth - 1)}
+
+
+def test_a_trial_that_cannot_fit_in_memory_is_refused_before_anything_starts(tmp_path):
+    data = _set(BASE, ("fixed", "model", "width"), 8192)
+    data = _set(data, ("fixed", "task", "length"), 512)
+    data = _set(data, ("fixed", "train", "batch_size"), 1_000_000)
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump(data))
+    results = tmp_path / "results"
+    rc, _, err = cli(["run", path, "--results", results, "--executor", "local"])
+    [line] = err.strip().splitlines()
+    assert rc == 2 and "one trial needs about" in line and "model.width 8192" in line
+    assert not results.exists()
+
+
+@pytest.mark.parametrize("root", ["/dev/null", "/proc/self", "/etc/hostname", "s3://"])
+def test_a_results_root_that_is_not_a_folder_is_one_line(tmp_path, root):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    rc, _, err = cli(["run", path, "--results", root, "--executor", "local"])
+    [line] = err.strip().splitlines()
+    assert rc == 2 and line.startswith("sweeper run: error: --results:"), line

@@ -26,8 +26,10 @@ from sweeper.search_space import load_sweep
 
 
 def _files_state(root) -> dict[str, int]:
+    """The results' record (trials and trajectories parts); the cell summary is a view that
+    every committed pack rewrites."""
     return {p.relative_to(root).as_posix(): p.stat().st_mtime_ns for p in all_files(root)
-            if p.suffix == ".parquet"}
+            if p.suffix == ".parquet" and p.name.startswith("part-")}
 
 
 def _trials(root, sweep="tiny") -> pd.DataFrame:
@@ -176,10 +178,36 @@ def test_failing_trials_are_retried_then_stored_as_failed(tmp_path, monkeypatch)
     assert "stored: 2 failed, 2 ok" in out
     rc, out, _ = cli(["status", "tiny", "--results", results])
     assert out.startswith("tiny: 2 done, 2 failed, 0 pending")
-    # Failed trials are stored: a rerun does not run them again.
+    # A rerun after the bug is fixed trains the failed trials again; their new rows supersede
+    # the failed ones (each trial counted once), which stay in their files until compaction.
     monkeypatch.delenv("SWEEPER_FAIL_SEEDS")
     rc, out, _ = cli(["run", sweep_file, "--results", results, "--executor", "local"])
-    assert rc == 0 and "ran 0 trials" in out
+    assert rc == 0 and "ran 2 trials" in out and "stored: 4 ok" in out
+    rc, out, _ = cli(["status", "tiny", "--results", results])
+    assert out.startswith("tiny: 4 done, 0 failed, 0 pending")
+    from analysis import load, query
+
+    assert sorted(load(results, "tiny").trials["status"]) == ["ok"] * 4
+    n = query.sql(results, "SELECT count(*) AS n FROM trials", "tiny")["n"].item()
+    assert n == 4
+    assert len(pq.read_table(results / "tiny" / "trials")) == 6  # the failed rows, kept
+    rc, out, _ = cli(["compact", "tiny", "--results", results])
+    assert rc == 0 and len(pq.read_table(results / "tiny" / "trials")) == 4
+    rc, out, _ = cli(["run", sweep_file, "--results", results, "--executor", "local"])
+    assert rc == 0 and "nothing to run" in out
+
+
+def test_a_failing_trial_fails_alone_and_its_pack_mates_are_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEPER_FAIL_SEEDS", "1")
+    sweep_file = write_sweep(tmp_path / "tiny.yaml", variant(retries=0))
+    results = tmp_path / "results"
+    rc, out, err = cli(["run", sweep_file, "--results", results, "--executor", "local",
+                        "--pack-size", "4"])
+    assert rc == 0, err
+    trials = _trials(results).set_index("seed")
+    assert (trials.loc[1]["status"] == "failed").all()
+    assert (trials.loc[0]["status"] == "ok").all()  # trained alone after the pack raised
+    assert "stored: 2 failed, 2 ok" in out
 
 
 def test_a_learning_rate_axis_runs(tmp_path):

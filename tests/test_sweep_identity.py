@@ -187,7 +187,8 @@ def test_plan_estimates_from_stored_trials_and_says_when_nothing_is_left(tmp_pat
     done = cli_subprocess(["plan", sweep, "--results", results])
     assert done.stdout.strip() == "tiny: nothing to run: all 4 trials are stored"
     again = cli_subprocess(["run", sweep, "--results", results, "--executor", "local"])
-    assert again.stdout.startswith("sweep tiny: nothing to run, all 4 trials are stored")
+    assert again.stdout.startswith("sweep tiny: nothing to run: all 4 trials are stored")
+    assert "trials:" not in again.stderr  # no progress line for a run with nothing to do
 
 
 def test_tasks_and_status_speak_json(tmp_path):

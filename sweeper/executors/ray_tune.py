@@ -25,6 +25,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")  # sweeper.interrupts handles SIGINT
 
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
@@ -125,6 +127,48 @@ def train_pack_trial(config: dict, device: str, threads: float, metric: str | No
 
 
 # -- driver side -------------------------------------------------------------------------------
+TUNE_PREFIX = "sweeper-tune-"
+
+
+def tune_storage() -> str:
+    """A temporary folder for Tune's own state (the store is the record), marked with this
+    process's id; the folders of drivers that are gone (killed: no `finally` ran) are removed
+    first, so none is left behind however a run ended."""
+    remove_stale_tune_storage()
+    storage = tempfile.mkdtemp(prefix=TUNE_PREFIX)
+    with open(os.path.join(storage, "owner.pid"), "w") as f:
+        f.write(str(os.getpid()))
+    return storage
+
+
+def remove_stale_tune_storage(root: str | None = None) -> list[str]:
+    root = root or tempfile.gettempdir()
+    removed = []
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if not name.startswith(TUNE_PREFIX) or not os.path.isdir(path):
+            continue
+        try:
+            with open(os.path.join(path, "owner.pid")) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            pid = None  # an older sweeper's folder, or one a crash left half made
+        unowned_and_old = pid is None and time.time() - os.path.getmtime(path) > 86_400
+        if unowned_and_old or (pid is not None and not _alive(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
 class _StrategySearcher(Searcher):
     """Tune's view of a strategy: each suggestion is the next pack it proposes.
 
@@ -292,7 +336,7 @@ class RayTuneExecutor:
         trainable = tune.with_parameters(train_pack_trial, device=sweep.device,
                                          threads=sweep.resources["cpu"], metric=metric,
                                          retries=sweep.retries)
-        storage = tempfile.mkdtemp(prefix="sweeper-tune-")
+        storage = tune_storage()
         try:
             tuner = tune.Tuner(
                 tune.with_resources(trainable, _resources(sweep)),

@@ -71,6 +71,9 @@ class FolderScan:
 
     files: dict[str, list[str]]
     damaged: dict[str, str]
+    # trial ids whose `failed` rows a later attempt replaces (`write_pack(supersedes=...)`):
+    # readers skip those rows; compaction drops them
+    superseded: frozenset[str] = frozenset()
 
 
 def scan_folder(fs: pafs.FileSystem, folder: str, checked: set[str] | None = None,
@@ -110,7 +113,17 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: set[str] | None = Non
                              lambda n: json.loads(metadata[n].get(b"sweeper.replaces", b"[]")))
     lost = {n for n in chosen["trajectories"] if not readable_trajectories(n)}
     kept = {t: [f"{folder}/{t}/{n}" for n in chosen[t] if n not in lost] for t in TABLES}
-    return FolderScan(kept, damaged)
+    superseded = frozenset(i for n in chosen["trials"] if n not in lost
+                           for i in json.loads(metadata[n].get(b"sweeper.supersedes", b"[]")))
+    return FolderScan(kept, damaged, superseded)
+
+
+def without_superseded(superseded: frozenset[str]) -> ds.Expression | None:
+    """A filter on trials rows: the `failed` rows of trials a later attempt stored are gone."""
+    if not superseded:
+        return None
+    gone = (ds.field("status") == "failed") & ds.field("trial_id").isin(sorted(superseded))
+    return ~gone
 
 
 def parquet_tail_problem(fs: pafs.FileSystem, path: str, size: int | None = None) -> str | None:
@@ -259,13 +272,18 @@ class Store:
         self._put(path, buf.getvalue())
 
     def write_pack(self, sweep: str, records: Sequence[Record], attempts: int = 1,
-                   node_id: str | None = None) -> str:
-        """Store one pack's trials: trajectories first, then the trials file that commits them."""
+                   node_id: str | None = None, supersedes: Sequence[str] = ()) -> str:
+        """Store one pack's trials: trajectories first, then the trials file that commits them.
+
+        supersedes: ids of these trials stored before as `failed` (a later run retried them):
+        named in the trials file's metadata, their failed rows stop counting once it commits.
+        """
         pack = pack_id(r.trial_id for r in records)
         name = part_name(pack)
         self._put_table(self.path(sweep, "trajectories", name), trajectories_table(records))
+        extra = {"supersedes": json.dumps(sorted(supersedes))} if supersedes else None
         self._put_table(self.path(sweep, "trials", name),
-                        trials_table(records, sweep, pack, attempts, node_id))
+                        trials_table(records, sweep, pack, attempts, node_id), extra)
         return pack
 
     def write_manifest(self, sweep: str, manifest: Mapping[str, Any]) -> None:
@@ -301,13 +319,18 @@ class Store:
     def committed(self, sweep: str) -> dict[str, list[str]]:
         """Both tables' committed files (full paths), by `committed_files`; a file that cannot
         be read is skipped with a warning (`recover` moves it aside)."""
+        return self.scan(sweep).files
+
+    def scan(self, sweep: str) -> FolderScan:
+        """The sweep folder's committed files, damaged files (warned of once) and superseded
+        failed trials (`scan_folder`)."""
         scan = scan_folder(self.fs, self.path(sweep), self._checked)
         for path, why in scan.damaged.items():
             if path not in self._warned:
                 self._warned.add(path)
                 warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it "
                      f"to {QUARANTINE}/ and trains its pack again")
-        return scan.files
+        return scan
 
     def files(self, sweep: str, table: str) -> list[str]:
         """Committed files of a table (temporary, orphaned and replaced files left out)."""
@@ -329,12 +352,31 @@ class Store:
 
     def read(self, sweep: str, table: str, columns: list[str] | None = None,
              filter: ds.Expression | None = None) -> pa.Table | None:
-        data = self.dataset(sweep, table)
-        return None if data is None else data.to_table(columns=columns, filter=filter)
+        """A table's committed rows (of trials: without the failed rows a later attempt
+        superseded)."""
+        scan = self.scan(sweep)
+        files = scan.files[table]
+        if not files:
+            return None
+        data = ds.dataset(files, filesystem=self.fs, format="parquet")
+        if table == "trials":
+            gone = without_superseded(scan.superseded)
+            filter = gone if filter is None else (gone & filter if gone is not None else filter)
+        return data.to_table(columns=columns, filter=filter)
 
     def stored_ids(self, sweep: str) -> set[str]:
+        """Trial ids stored, whatever their status (failed included)."""
         table = self.read(sweep, "trials", columns=["trial_id"])
         return set() if table is None else set(table.column("trial_id").to_pylist())
+
+    def done_ids(self, sweep: str) -> set[str]:
+        """Trial ids stored with an outcome (not `failed`): what a run does not train again.
+        A failed trial is trained again by the next run, and its new row supersedes the old."""
+        table = self.read(sweep, "trials", columns=["trial_id", "status"])
+        if table is None:
+            return set()
+        return {i for i, s in zip(table.column("trial_id").to_pylist(),
+                                  table.column("status").to_pylist()) if s != "failed"}
 
     def status_counts(self, sweep: str) -> dict[str, int]:
         table = self.read(sweep, "trials", columns=["status"])
@@ -421,6 +463,35 @@ def _current_names(table: pa.Table) -> pa.Table:
     return pa.table(columns, metadata=table.schema.metadata)
 
 
+def _local_root(uri: str) -> str:
+    """An absolute results folder that is, or can become, a writable folder; else one line."""
+    import os
+
+    root = os.path.abspath(uri)
+    probe = root
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe) or (probe == root and root.startswith("/proc")):
+        raise ResultsInputError(f"--results: got {uri!r}, but {probe!r} is not a folder; "
+                                "allowed: a folder (existing or new) or a pyarrow.fs URI")
+    return root
+
+
+def check_writable(store: Store) -> None:
+    """Before a run writes anything: a local results folder (or its nearest existing parent)
+    must be writable; one line otherwise. Object stores answer at the first write."""
+    import os
+
+    if not store.is_local:
+        return
+    probe = store.root
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.access(probe, os.W_OK | os.X_OK) or probe.startswith(("/proc", "/sys", "/dev")):
+        raise ResultsInputError(f"--results: got {store.uri!r}, but {probe!r} is not writable; "
+                                "allowed: a folder this user can write")
+
+
 class FileStore(Store):
     """A local folder or any pyarrow.fs URI (s3://bucket/prefix?endpoint_override=...)."""
 
@@ -433,10 +504,11 @@ class FileStore(Store):
                 raise ResultsInputError(f"--results: got {uri!r}, which pyarrow.fs cannot open "
                                         f"({exc}); allowed: a local path or a pyarrow.fs URI "
                                         "such as s3://bucket/prefix") from None
+            if uri.startswith("s3://") and not root.strip("/"):
+                raise ResultsInputError(f"--results: got {uri!r}, which names no bucket; "
+                                        "allowed: s3://bucket/prefix")
         else:
-            import os
-
-            fs, root = pafs.LocalFileSystem(), os.path.abspath(uri)
+            fs, root = pafs.LocalFileSystem(), _local_root(uri)
         store = cls(fs, root.rstrip("/"), uri)
         if uri.startswith("s3://"):
             store.put_object = _s3_put(uri)
