@@ -164,8 +164,8 @@ def _with_context(results, sweep, columns: Sequence[str], table: str,
     sweeps = open_sweeps(results, sweep, filesystem)
     names = [n for s in sweeps for n in file_schema(s, s.files["trials"]).names]
     if table == "trajectories":
-        names += [n for s in sweeps if s.files["trajectories"]
-                  for n in file_schema(s, s.files["trajectories"]).names]
+        names += [n for s in sweeps if s.readable(s.files["trajectories"])
+                  for n in file_schema(s, s.readable(s.files["trajectories"])).names]
     available = list(dict.fromkeys(names))
     resolved = [_resolve(c, available, table) for c in columns]
     config = [c for c in available if c.startswith(CONFIG_GROUPS) and c not in resolved]

@@ -71,7 +71,8 @@ class SweepResult:
                     f"stored (ran 0 trials; stored: {stored}); results in "
                     f"{self.results.rstrip('/')}/{self.sweep}")
         packs = f", {self.packs} packs" if self.packs is not None else ""
-        return (f"sweep {self.sweep}: ran {self.ran} trials in {self.seconds:.1f} s "
+        stopped = " (interrupted)" if self.interrupted else ""
+        return (f"sweep {self.sweep}{stopped}: ran {self.ran} trials in {self.seconds:.1f} s "
                 f"({self.trials_per_s:.2f} trials/s{packs}); stored: {stored}; results in "
                 f"{self.results.rstrip('/')}/{self.sweep}")
 

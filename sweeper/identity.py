@@ -43,6 +43,8 @@ def check_same_study(sweep: SweepFile, manifest: dict[str, Any] | None, extend: 
     if not manifest or "identity" not in manifest or extend:
         return
     mine, stored = identity(sweep), manifest["identity"]
+    if any(v.get("fingerprint") == fingerprint(mine) for v in manifest.get("versions", [])):
+        return  # a version of the file that has run under this name before (--extend)
     # keys on one side only are a newer or older sweeper's (a parameter or search option added
     # since): their old values cannot be known, and the trial ids tell those trials apart
     changes = [f"{k}: {stored[k]!r} -> {mine[k]!r}" for k in sorted(set(mine) & set(stored))

@@ -36,13 +36,25 @@ SET_HELP = ("override the file: model.width=48 (a fixed value), model.heads=1,4 
             "seeds=4, budget.steps=100, name=other (repeatable)")
 
 
+def _warn_if_refused(sweep, store) -> None:
+    """`plan` says so when `run` would refuse the file (a changed configuration)."""
+    from sweeper.identity import check_same_study
+
+    try:
+        check_same_study(sweep, store.read_manifest(sweep.name), extend=False)
+    except SweeperInputError as exc:
+        print(f"warning: `sweeper run` will refuse this file without --extend: {exc}",
+              file=sys.stderr)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     from sweeper.plan import form_packs, make_plan
     from sweeper.results import Store
 
     sweep = _load_with_sets(args.file, args.set)
     store = Store.open(_results_root(args, sweep))
-    plan = make_plan(sweep, store.stored_ids(sweep.name))
+    plan = make_plan(sweep, store.done_ids(sweep.name))  # failed trials: trained again
+    _warn_if_refused(sweep, store)
     from sweeper.results.cells import resolution_warning
 
     unresolved = resolution_warning(len(sweep.seeds))  # on stderr: --json stays parseable

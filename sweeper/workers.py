@@ -68,8 +68,8 @@ def execute_pack_with_retries(configs: list[dict], device: str, threads: float, 
             return PackOutcome(execute_pack(configs, device, threads, report), None, attempt)
         except Exception:  # noqa: BLE001 - any error of a trial is recorded, not raised
             error = traceback.format_exc(limit=3)
-            if len(configs) > 1:
-                return _one_by_one(configs, device, threads, retries, attempt)
+        if len(configs) > 1:  # outside the except block: no chained traceback in the error
+            return _one_by_one(configs, device, threads, retries, attempt)
     return PackOutcome(None, error, retries + 1)
 
 

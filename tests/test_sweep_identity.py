@@ -146,6 +146,14 @@ def test_a_changed_configuration_under_the_same_name_is_refused_unless_extended(
                                                    manifest["versions"]}) == 2
     status = cli_subprocess(["status", second, "--results", results, "--json"])
     assert json.loads(status.stdout)["pending"] == 0
+    # every version that has run is accepted again, without --extend
+    assert cli_subprocess(["run", first, "--results", results, "--executor",
+                           "local"]).returncode == 0
+    # plan says when run would refuse
+    third = write_sweep(tmp_path / "d.yaml", {**TINY, "fixed": {**TINY["fixed"],
+                                                                 "model": {"width": 16}}})
+    planned = cli_subprocess(["plan", third, "--results", results, "--no-estimate"])
+    assert planned.returncode == 0 and "will refuse this file without --extend" in planned.stderr
 
 
 # -- overrides and JSON ---------------------------------------------------------------------------

@@ -52,9 +52,11 @@ def _holder(token: str) -> dict[str, Any]:
 
 def describe(holder: dict[str, Any]) -> str:
     started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(holder.get("started", 0)))
-    beat = time.time() - float(holder.get("heartbeat", holder.get("started", 0)))
-    return (f"{holder.get('host', '?')} pid {holder.get('pid', '?')} since {started} "
-            f"(last heartbeat {beat:.0f} s ago)")
+    text = f"{holder.get('host', '?')} pid {holder.get('pid', '?')} since {started}"
+    if holder.get("beats"):  # S3 leases beat; a local flock needs none (the kernel knows)
+        beat = time.time() - float(holder.get("heartbeat", holder.get("started", 0)))
+        text += f" (last heartbeat {beat:.0f} s ago)"
+    return text
 
 
 @dataclass
@@ -90,7 +92,7 @@ def acquire(store: Any, sweep: str, wait: bool = False, stream=None) -> Lease:
             if not wait:
                 raise
             if not told:
-                stream.write(f"waiting: {held}\n")
+                stream.write(f"waiting: {str(held).split('; allowed')[0]}\n")
                 stream.flush()
                 told = True
             time.sleep(WAIT_POLL_S)
@@ -156,7 +158,7 @@ def _s3(store: Any, sweep: str) -> Lease:
     client, bucket, key = _s3_client(store, sweep)
     from botocore.exceptions import ClientError
 
-    holder = _holder(uuid.uuid4().hex)
+    holder = {**_holder(uuid.uuid4().hex), "beats": True}
     took_over = None
     try:
         etag = client.put_object(Bucket=bucket, Key=key, Body=json.dumps(holder).encode(),

@@ -55,10 +55,17 @@ from sweeper.results.schema import LEGACY_COLUMNS, TABLE_SCHEMA_VERSION
 QUARANTINE = "quarantine"  # a sweep's folder for files recovery could not read
 
 
+_WARNED: set[str] = set()
+
+
 def warn(message: str) -> None:
-    """One line on stderr: what the store skipped or moved aside, never a traceback."""
+    """One line on stderr: what the store skipped or moved aside, never a traceback; each
+    message once per process (several readers may meet the same damaged file)."""
     import sys
 
+    if message in _WARNED:
+        return
+    _WARNED.add(message)
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
