@@ -272,21 +272,7 @@ class SweepView:
         """A cell's trials (any status) and their curves: the summary names the cell's trials
         and packs, so only those packs' files are read."""
         trials = self._cell_trials(conditions)
-        mask = np.ones(len(trials), dtype=bool)
-        for cond in conditions:
-            column = cond.get("column")
-            if column not in trials.columns:
-                raise AnalysisInputError(f"unknown column {column!r}")
-            values = trials[column]
-            if "lo" in cond:
-                numbers = pd.to_numeric(values, errors="coerce").astype(float)
-                mask &= ((numbers >= float(cond["lo"])) & (numbers <= float(cond["hi"]))
-                         ).to_numpy()
-            elif cond.get("value") is None:
-                mask &= values.isna().to_numpy()
-            else:
-                mask &= _equal(values, cond["value"])
-        chosen = trials[mask]
+        chosen = trials[_matching(trials, conditions, strict=True)]
         outcome = self.outcome()
         metrics = list(metrics or self.seed_metrics())
         from ..seeds import metric_thresholds, outcome_class
@@ -323,21 +309,8 @@ class SweepView:
         cells = self.summary.cells if self.summary is not None else pd.DataFrame()
         if "trial_ids" not in cells.columns or "packs" not in cells.columns:
             return self.trials()
-        mask = np.ones(len(cells), dtype=bool)
-        for cond in conditions:
-            column = cond.get("column")
-            if column not in cells.columns:
-                continue  # a trials column (seed...): the caller filters by it
-            values = cells[column]
-            if "lo" in cond:
-                numbers = pd.to_numeric(values, errors="coerce").astype(float)
-                mask &= ((numbers >= float(cond["lo"])) & (numbers <= float(cond["hi"]))
-                         ).to_numpy()
-            elif cond.get("value") is None:
-                mask &= values.isna().to_numpy()
-            else:
-                mask &= _equal(values, cond["value"])
-        rows = cells[mask]
+        rows = cells[_matching(cells, conditions, strict=False)]  # trials columns (seed...):
+        # the caller filters by them
         ids = [t for v in rows["trial_ids"] for t in v]
         packs = {p for v in rows["packs"] for p in v}
         if not ids:
@@ -425,6 +398,27 @@ def _sorted(values: list) -> list:
         return sorted(values)
     except TypeError:
         return sorted(values, key=str)
+
+
+def _matching(frame: pd.DataFrame, conditions: list[dict], strict: bool) -> np.ndarray:
+    """Rows meeting every condition ({column, value} or {column, lo, hi}); a column the frame
+    lacks is an error when `strict`, else left to the caller."""
+    mask = np.ones(len(frame), dtype=bool)
+    for cond in conditions:
+        column = cond.get("column")
+        if column not in frame.columns:
+            if strict:
+                raise AnalysisInputError(f"unknown column {column!r}")
+            continue
+        values = frame[column]
+        if "lo" in cond:
+            numbers = pd.to_numeric(values, errors="coerce").astype(float)
+            mask &= ((numbers >= float(cond["lo"])) & (numbers <= float(cond["hi"]))).to_numpy()
+        elif cond.get("value") is None:
+            mask &= values.isna().to_numpy()
+        else:
+            mask &= _equal(values, cond["value"])
+    return mask
 
 
 def _equal(values: pd.Series, value) -> np.ndarray:

@@ -142,23 +142,21 @@ def check_pair(task: str, model: str, where: str = "model") -> Family:
 
 def column_label(column: str) -> str | None:
     """Words for a config column from the declarations (`task.hardness` -> 'hardness h')."""
-    _load()
-    group, _, name = column.partition(".")
-    registry = {"task": TASKS, "model": MODELS}.get(group)
-    if registry is None:
-        return None
-    for entry in registry.entries.values():
-        for p in entry.params:
-            if p.name == name and p.label:
-                return p.label
-    for family in families().values():
-        if column in family.labels:
-            return family.labels[column]
-    return None
+    label = _declared(column, "label")
+    if label is None:
+        label = next((f.labels[column] for f in families().values() if column in f.labels),
+                     None)
+    return label
 
 
 def column_symbol(column: str) -> str | None:
     """The paper's symbol for a config column (`task.hardness` -> 'h'), if declared."""
+    return _declared(column, "symbol")
+
+
+def _declared(column: str, attribute: str) -> str | None:
+    """A `Param` attribute (label, symbol) of the first declared parameter named like the
+    column (`task.hardness`: a task parameter `hardness`)."""
     _load()
     group, _, name = column.partition(".")
     registry = {"task": TASKS, "model": MODELS}.get(group)
@@ -166,8 +164,8 @@ def column_symbol(column: str) -> str | None:
         return None
     for entry in registry.entries.values():
         for p in entry.params:
-            if p.name == name and p.symbol:
-                return p.symbol
+            if p.name == name and getattr(p, attribute):
+                return getattr(p, attribute)
     return None
 
 
