@@ -1,4 +1,4 @@
-"""The `sweeper` command: train, tasks, plan, run, status, compact, submit, query, phase, report.
+"""The `sweeper` command: train one trial, list tasks, plan and run sweeps, watch and read them.
 
 Every command validates its input before it writes anything; a `SweeperInputError` (or an
 analysis input error) becomes one line on stderr and exit status 2.
