@@ -20,27 +20,15 @@ from dataclasses import dataclass
 from sweeper.errors import ParameterError
 from sweeper.families import Family
 from sweeper.families.copy import copy_metrics
+from sweeper.families.copy.task import CopyTokens
 from sweeper.registry import Entry, Param
 
 
 @dataclass(frozen=True)
-class ZipfCopyTask:
+class ZipfCopyTask(CopyTokens):  # sweeper's copy token layout: EOS = N, SOS = N + 1
     length: int  # L
     content_tokens: int  # N
     exponent: float  # s
-
-    @property
-    def eos(self) -> int:
-        return self.content_tokens
-
-    @property
-    def sos(self) -> int:
-        return self.content_tokens + 1
-
-    @property
-    def symbols(self) -> int:
-        """The model's vocabulary: N content tokens, EOS, SOS."""
-        return self.content_tokens + 2
 
     def shape(self) -> tuple:
         """What tasks must share to train in one pack (the exponent and N may differ)."""

@@ -23,19 +23,13 @@ from sweeper.registry import Entry, Param
 COMPONENTS = ("block", "open")
 
 
-@dataclass(frozen=True)
-class CopyTask:
-    length: int  # L
-    content_tokens: int  # N
-    cooccurrence: float
-    hardness: float
-    mapping: str  # "identity" or "permutation"
-    repeat: bool  # sample tokens with repetition
+class CopyTokens:
+    """The token layout of a copy task, for any task with `length` (L) and `content_tokens`
+    (N): content tokens 0..N-1, EOS = N, SOS = N+1. A new distribution for seq2seq
+    (examples/zipf-copy) inherits it, and the seq2seq model and copy experiment rely on it."""
 
-    @property
-    def lift(self) -> float:
-        """(N-1)/(L-1): how much more often a token pair co-occurs than under the hard case."""
-        return (self.content_tokens - 1) / (self.length - 1)
+    length: int
+    content_tokens: int
 
     @property
     def eos(self) -> int:
@@ -53,6 +47,21 @@ class CopyTask:
     @property
     def seq_len(self) -> int:
         return self.length + 1
+
+
+@dataclass(frozen=True)
+class CopyTask(CopyTokens):
+    length: int  # L
+    content_tokens: int  # N
+    cooccurrence: float
+    hardness: float
+    mapping: str  # "identity" or "permutation"
+    repeat: bool  # sample tokens with repetition
+
+    @property
+    def lift(self) -> float:
+        """(N-1)/(L-1): how much more often a token pair co-occurs than under the hard case."""
+        return (self.content_tokens - 1) / (self.length - 1)
 
     def shape(self) -> tuple:
         """What tasks must share to train in one pack: L and repeat. The vocabulary may differ
