@@ -144,7 +144,7 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
     """
     import copy
 
-    from sweeper.search_space import SweepFileError, load_yaml_value
+    from sweeper.search_space import TOP_KEYS, SweepFileError, load_yaml_value
 
     out = copy.deepcopy(dict(data))
     for item in sets:
@@ -153,6 +153,10 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
         if not sep or not key.strip() or any(not p for p in path):
             raise SweepFileError(f"--set: got {item!r}; allowed: KEY=VALUE such as "
                                  "model.width=48, model.heads=1,4 or seeds=4")
+        if len(path) == 1 and path[0] not in TOP_KEYS:
+            raise SweepFileError(f"--set {key}: unknown key{_group_hint(out, path[0])}; allowed: "
+                                 f"GROUP.NAME (task, model, train) or a key of the file: "
+                                 f"{', '.join(TOP_KEYS)}")
         values = [load_yaml_value(v.strip()) for v in raw.split(",")] if "," in raw \
             and not raw.strip().startswith(("[", "{")) else None
         value = load_yaml_value(raw.strip()) if values is None else None
@@ -176,6 +180,25 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[path[-1]] = value if values is None else values
     return out
+
+
+def _group_hint(data: Mapping[str, Any], name: str) -> str:
+    """' (did you mean model.width?)' when `name` is a parameter of the file's task or model,
+    or a train parameter."""
+    from sweeper.errors import SweeperInputError
+    from sweeper.families import MODELS, TASKS
+    from sweeper.spec import TRAIN_PARAMS
+
+    groups = []
+    for group, registry in (("task", TASKS), ("model", MODELS)):
+        try:
+            if name in {p.name for p in registry.get(str(data.get(group))).params}:
+                groups.append(group)
+        except SweeperInputError:
+            pass
+    if name in {p.name for p in TRAIN_PARAMS}:
+        groups.append("train")
+    return f" (did you mean {' or '.join(f'{g}.{name}' for g in groups)}?)" if groups else ""
 
 
 def _looks_like_yaml(text: str) -> bool:
