@@ -107,6 +107,9 @@ def resolve_root(results: str | os.PathLike,
     return pafs.LocalFileSystem(), os.path.abspath(text)
 
 
+DEFAULT_RESULTS = "results"  # where `sweeper run` stores sweeps unless told otherwise
+
+
 def split_sweep_dir(sweep_dir: str | os.PathLike) -> tuple[str, str]:
     """'RESULTS/SWEEP' (a path or a URI) as (results root, sweep name), for the CLI."""
     text = os.fspath(sweep_dir)
@@ -119,6 +122,9 @@ def split_sweep_dir(sweep_dir: str | os.PathLike) -> tuple[str, str]:
         root, name = rest.rsplit("/", 1)
         return f"{scheme}://{root}{sep}{options}", name
     path = os.path.abspath(text)
+    default = os.path.abspath(os.path.join(DEFAULT_RESULTS, text))
+    if os.sep not in text.strip(os.sep) and not os.path.isdir(path) and os.path.isdir(default):
+        path = default  # a bare sweep name under ./results, as `sweeper run` stores it
     return os.path.dirname(path), os.path.basename(path)
 
 

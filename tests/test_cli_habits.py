@@ -168,3 +168,14 @@ def test_zsh_completion_is_a_compdef_script():
     proc = cli_subprocess(["completion", "zsh"])
     assert proc.returncode == 0 and proc.stdout.startswith("#compdef sweeper")
     assert "--executor" in proc.stdout and "_files" in proc.stdout
+
+
+def test_a_bare_sweep_name_reads_from_the_default_results_folder(tmp_path):
+    from analysis.synthetic import write_copy_sweep
+
+    write_copy_sweep(tmp_path / "results", "copy")
+    proc = subprocess.run([sys.executable, "-m", "sweeper.cli", "query", "copy", "--columns",
+                           "learned", "--limit", "2", "--format", "csv"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path, env=subprocess_env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].endswith("seed,trial_id,learned")
