@@ -426,16 +426,22 @@ def _cell_rows(trials: pd.DataFrame, trajectories: pd.DataFrame, cell: Mapping[s
     return rows, len(chosen)
 
 
+def _present_metrics(metrics: Sequence[str], trajectories: pd.DataFrame) -> list[str]:
+    """The wanted metrics the trajectories hold, or a one-line error naming what they hold."""
+    present = [m for m in metrics if m in trajectories.columns]
+    if not present:
+        raise AnalysisInputError(
+            f"none of {', '.join(metrics)} is in the trajectories; available: "
+            f"{', '.join(c for c in trajectories.columns if c not in ('sweep', 'trial_id'))}")
+    return present
+
+
 def trajectory_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
                       cells: Sequence[Mapping[str, object]],
                       metrics: Sequence[str] = COPY_METRICS) -> Figure:
     """One panel per metric (of those logged); per cell, the median over seeds against step
     and the interquartile band."""
-    present = [m for m in metrics if m in trajectories.columns]
-    if not present:
-        raise AnalysisInputError(
-            f"none of {', '.join(metrics)} is in the trajectories; available: "
-            f"{', '.join(map(str, trajectories.columns))}")
+    present = _present_metrics(metrics, trajectories)
     if not cells:
         raise AnalysisInputError("choose at least one cell to draw trajectories of")
     ncols = min(len(present), 2)
@@ -556,11 +562,7 @@ def seeds_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
     from sweeper.results import DEFAULT_THRESHOLDS
 
     thresholds = DEFAULT_THRESHOLDS if thresholds is None else thresholds
-    present = [m for m in metrics if m in trajectories.columns]
-    if not present:
-        raise AnalysisInputError(
-            f"none of {', '.join(metrics)} is in the trajectories; available: "
-            f"{', '.join(c for c in trajectories.columns if c not in ('sweep', 'trial_id'))}")
+    present = _present_metrics(metrics, trajectories)
     if not cells:
         raise AnalysisInputError("choose at least one cell to draw the seeds of")
     layout = _Layout(rows=len(cells), cols=len(present), panel=panel, left=0.75, right=0.25,

@@ -246,14 +246,15 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         spec = with_device(spec, device)
     root = results or spec.results or DEFAULT_RESULTS
     store = Store.open(root)
-    make_plan(spec, set())  # expand once up front: a bad cell fails before anything is written
+    plan = make_plan(spec, set())  # expand once up front: a bad cell fails before anything is
+    # written
     runner = make_executor(executor, address=address, num_cpus=num_cpus,
                            results_shared=results_shared, verbose=verbose)
     from sweeper.results.store import check_writable
 
     check_writable(store)
     if address is None:  # the trials train on this machine (a cluster's nodes may differ)
-        check_memory(spec, pack_size)
+        check_memory(spec, plan.specs)
     runner.check(spec, store)  # before it starts and before anything is written
     from sweeper.results.lease import acquire
 
@@ -268,21 +269,20 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0)
 
 
-def check_memory(spec, pack_size: int | None = None, available: int | None = None) -> None:
+def check_memory(spec, specs: list, available: int | None = None) -> None:
     """Refuse a sweep whose one trial needs more memory than this machine has (the family's
-    estimate, `TrialSpec.memory_bytes`), naming the settings; checked over every cell of a grid
-    or random sweep, and the fixed settings of an adaptive one."""
+    estimate, `TrialSpec.memory_bytes`), naming the settings; checked over `specs` (every trial
+    of a grid or random sweep), or the fixed settings of an adaptive one (no specs)."""
     from sweeper.errors import SweeperInputError
-    from sweeper.plan import make_plan
     from sweeper.spec import make_spec
 
     available = available or _physical_memory()
     if not available:
         return
-    specs = make_plan(spec, set()).specs or [make_spec(
-        spec.task, spec.model, spec.fixed["task"], spec.fixed["model"], spec.fixed["train"])]
-    worst = max(specs, key=lambda s: s.memory_bytes())
-    need = worst.memory_bytes()
+    specs = specs or [make_spec(spec.task, spec.model, spec.fixed["task"], spec.fixed["model"],
+                                spec.fixed["train"])]
+    need, worst = max(((s.memory_bytes(), i) for i, s in enumerate(specs)))
+    worst = specs[worst]
     if need > 0.8 * available:
         flat = worst.flat()
         shown = ", ".join(f"{k} {flat[k]}" for k in ("task.length", "task.samples",

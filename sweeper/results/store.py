@@ -83,13 +83,15 @@ class FolderScan:
     superseded: frozenset[str] = frozenset()
 
 
-def scan_folder(fs: pafs.FileSystem, folder: str, checked: set[str] | None = None,
+def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, dict] | None = None,
                 trajectories: bool = True) -> FolderScan:
-    """Apply the commit rule to a sweep folder, reading each trials file's footer and checking
-    each trajectories file's tail (`parquet_tail_problem`; once per path in `checked`, since
-    files are immutable). The one implementation, for the store and for `analysis`, which
-    passes trajectories=False and checks a trajectories file only when it reads it."""
-    checked = set() if checked is None else checked
+    """Apply the commit rule to a sweep folder, reading each trials file's footer metadata and
+    checking each trajectories file's tail (`parquet_tail_problem`). Files are immutable, so
+    `checked` (path -> footer metadata) remembers what was read: a store scans its folder many
+    times a run and reads each footer once. The one implementation, for the store and for
+    `analysis`, which passes trajectories=False and checks a trajectories file when it reads
+    it."""
+    checked = {} if checked is None else checked
     names = {t: _part_names(fs, f"{folder}/{t}") for t in TABLES}
     damaged: dict[str, str] = {}
     metadata: dict[str, dict] = {}
@@ -97,11 +99,14 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: set[str] | None = Non
     def readable_trials(name: str) -> bool:
         """A trials file's footer (small; it also says what a compacted file replaces)."""
         path = f"{folder}/trials/{name}"
-        try:
-            metadata[name] = pq.read_metadata(path, filesystem=fs).metadata or {}
-        except (pa.ArrowException, OSError, ValueError) as exc:
-            damaged[path] = _why(exc)
-            return False
+        key = f"{path}:{names['trials'][name]}"  # a retried pack may rewrite its file's name
+        if key not in checked:
+            try:
+                checked[key] = pq.read_metadata(path, filesystem=fs).metadata or {}
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                damaged[path] = _why(exc)
+                return False
+        metadata[name] = checked[key]
         return True
 
     def readable_trajectories(name: str) -> bool:
@@ -112,7 +117,7 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: set[str] | None = Non
         if problem is not None:
             damaged[path] = problem
             return False
-        checked.add(path)
+        checked[path] = {}
         return True
 
     trials = {n for n in names["trials"] if readable_trials(n)}
@@ -220,7 +225,7 @@ class Store:
 
     put_object: Any = field(default=None, repr=False)  # S3: one PutObject per file
     # files whose footers were read (files are immutable: once is enough), damaged files warned of
-    _checked: set[str] = field(default_factory=set, repr=False, compare=False)
+    _checked: dict[str, dict] = field(default_factory=dict, repr=False, compare=False)
     _warned: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
