@@ -154,7 +154,7 @@ def test_worker_node_lost_midway_loses_nothing_and_stores_nothing_twice(cluster,
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 0, stderr[-3000:]
     trials = _trials(results, "lossy")
-    assert len(trials) == 10 and trials["trial_id"].is_unique
+    assert len(trials) == 10 and trials["trial_id"].is_unique, (stdout[-2000:], stderr[-3000:])
     assert set(trials["status"]) == {"ok"}, trials[["status", "error"]]
     trajectories = ds.dataset(str(results / "lossy" / "trajectories")).to_table().to_pandas()
     assert not trajectories.duplicated(["trial_id", "step"]).any()
