@@ -70,9 +70,10 @@ class SweepResult:
             return (f"sweep {self.sweep}: nothing to run: all {self.already_stored} trials are "
                     f"stored (ran 0 trials; stored: {stored}); results in "
                     f"{self.results.rstrip('/')}/{self.sweep}")
-        packs = f", {self.packs} packs" if self.packs is not None else ""
+        packs = f", {_count(self.packs, 'pack')}" if self.packs is not None else ""
         stopped = " (interrupted)" if self.interrupted else ""
-        return (f"sweep {self.sweep}{stopped}: ran {self.ran} trials in {self.seconds:.1f} s "
+        return (f"sweep {self.sweep}{stopped}: ran {_count(self.ran, 'trial')} in "
+                f"{self.seconds:.1f} s "
                 f"({self.trials_per_s:.2f} trials/s{packs}); stored: {stored}; results in "
                 f"{self.results.rstrip('/')}/{self.sweep}")
 
@@ -82,6 +83,10 @@ class SweepResult:
             lines += ["", f"cells ({self.outcome}):", self.cells.to_string(index=False,
                                                                          max_rows=40)]
         return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def sweep_from(source: str | os.PathLike | Mapping[str, Any],

@@ -100,14 +100,27 @@ class Recorder:
     _progress_at: float = 0.0
     _warned: bool = False
 
-    def started(self, specs: list[TrialSpec]) -> None:
-        self.progress.running += len(specs)
+    def started(self, specs: list[TrialSpec]) -> bool:
+        """A pack began training; False when it was already running (an executor that
+        trains a lost pack again starts it twice), which changes no count."""
         key = _pack_key(specs)
+        if key in self.packs:
+            return False
+        self.progress.running += len(specs)
         self.packs[key] = {"pack": key, "trials": len(specs), "step": 0,
                            "steps": int(specs[0].train["steps"]), "started": _now()}
         self.progress.packs[key] = (0, int(specs[0].train["steps"]))
         self.progress.update()
         self.write_progress(force=True)
+        return True
+
+    def _ended(self, specs: list[TrialSpec]) -> None:
+        """A pack is no longer running: counted once, and only if its start was (Tune calls
+        no start for a trial whose reused actor was already dead)."""
+        key = _pack_key(specs)
+        if self.packs.pop(key, None) is not None:
+            self.progress.running -= len(specs)
+        self.progress.packs.pop(key, None)
 
     def progressed(self, specs: list[TrialSpec], step: int) -> None:
         """A running pack's workers reached evaluation step `step` (throttled reports)."""
@@ -152,10 +165,9 @@ class Recorder:
         self.write_progress(force=True, state="finished")
 
     def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
-                 node_id: str | None = None, running: bool = True) -> None:
+                 node_id: str | None = None) -> None:
         """Store a pack's results (all of them, or what an early stop left)."""
-        if running:
-            self.progress.running -= len(specs)
+        self._ended(specs)
         # a retried trial that fails again keeps its first failed row (and error), not two
         fresh = [r for r in results if r.trial_id not in self.stored
                  and not (r.status == "failed" and r.trial_id in self.retried)]
@@ -165,8 +177,6 @@ class Recorder:
             self.stored.update(r.trial_id for r in fresh)
             self.written += len(fresh)
             self._quietly(lambda: self._summary().add(pack, fresh, attempts, node_id))
-        self.packs.pop(_pack_key(specs), None)
-        self.progress.packs.pop(_pack_key(specs), None)
         for r in fresh:
             if r.status == "failed":
                 self.progress.failed += 1
@@ -182,17 +192,13 @@ class Recorder:
             self.summary = SummaryWriter(self.store, self.sweep)
         return self.summary
 
-    def failed(self, specs: list[TrialSpec], error: str, attempts: int,
-               running: bool = True) -> None:
-        self.finished(specs, [TrialResult.failed(s, error) for s in specs], attempts,
-                      running=running)
+    def failed(self, specs: list[TrialSpec], error: str, attempts: int) -> None:
+        self.finished(specs, [TrialResult.failed(s, error) for s in specs], attempts)
 
     def lost(self, specs: list[TrialSpec], error: str) -> None:
         """A pack whose worker kept being lost: nothing stored, so the next run trains it."""
-        self.progress.running -= len(specs)
+        self._ended(specs)
         self.lost_trials += len(specs)
-        self.packs.pop(_pack_key(specs), None)
-        self.progress.packs.pop(_pack_key(specs), None)
         last = error.strip().splitlines()[-1] if error.strip() else "worker lost"
         self.progress.stream.write(f"warning: a pack of {len(specs)} trials lost its worker "
                                    f"repeatedly ({last}); left pending for the next run\n")
@@ -223,8 +229,7 @@ class Feedback:
     packs: int = 0  # packs started in this run
 
     def started(self, specs: list[TrialSpec]) -> None:
-        self.packs += 1
-        self.recorder.started(specs)
+        self.packs += self.recorder.started(specs)
 
     def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
                  node_id: str | None = None) -> None:

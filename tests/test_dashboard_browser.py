@@ -91,9 +91,11 @@ def page_value(page, expression: str):
 
 @pytest.mark.slow
 def test_dashboard_follows_a_running_sweep(browser, tmp_path):
-    # 4 cells x 2 seeds, one pack per cell: each pack trains 400 steps (a few seconds here)
+    # 4 cells x 2 seeds, one pack per cell: each pack trains 3000 steps (~7 s here). The page
+    # polls every 1.5 s and the driver writes progress at most once a second, so a pack must
+    # run several polls long to be seen mid-way: CI once missed 1-s packs for a whole sweep.
     sweep = variant(**{"name": "live", "axes.task.hardness": {"grid": [0.0, 1.0]},
-                       "budget.steps": 400, "pack_size": 2})
+                       "budget.steps": 3000, "fixed.train.eval_every": 50, "pack_size": 2})
     path = write_sweep(tmp_path / "live.yaml", sweep)
     results = tmp_path / "results"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -125,7 +127,7 @@ def test_dashboard_follows_a_running_sweep(browser, tmp_path):
         # progress inside packs: a running pack's step, from the driver's progress.json
         wait_until(lambda: "at step" in page_value(
             page, "document.getElementById('packs').textContent") and not page_value(
-            page, "document.getElementById('packs').textContent").endswith("at step 0 of 400"),
+            page, "document.getElementById('packs').textContent").endswith("at step 0 of 3000"),
             60, "a running pack's step in the progress")
         # the diagram updates as packs land, without a reload
         wait_until(lambda: trials_drawn() > first, 120, "the phase diagram to update")

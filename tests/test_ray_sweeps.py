@@ -330,7 +330,8 @@ def test_a_killed_sweep_resumes_with_every_trial_stored_once(tmp_path):
     proc = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT,
                           cwd=REPO, env=subprocess_env())
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert f"ran {24 - stored_before} trials" in proc.stdout
+    left = 24 - stored_before
+    assert f"ran {left} trial{'s' * (left != 1)} in" in proc.stdout
     trials = _check_tables(results, name, ids)
     assert (trials["status"] == "ok").all()
     assert_all_parquet_readable(results)

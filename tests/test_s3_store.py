@@ -181,12 +181,12 @@ def test_optuna_with_s3_results_keeps_its_study_in_memory(s3, prefix, tmp_path):
                       "search": search})
     sweep_file = write_sweep(tmp_path / "opt.yaml", data)
     rc, out, err = cli(["run", sweep_file, "--results", uri, "--executor", "local"])
-    assert rc == 0 and "ran 1 trials" in out, err
+    assert rc == 0 and "ran 1 trial in" in out, err
     rc, out, err = cli(["run", sweep_file, "--results", uri, "--executor", "local"])
     assert rc == 0 and "ran 0 trials" in out, err
     write_sweep(sweep_file, {**data, "search": {**search, "trials": 2}})
     rc, out, err = cli(["run", sweep_file, "--results", uri, "--executor", "local"])
-    assert rc == 0 and "ran 1 trials" in out, err
+    assert rc == 0 and "ran 1 trial in" in out, err
     keys = _keys(s3, prefix)
     assert all(k in (f"{SWEEP}/manifest.json", f"{SWEEP}/progress.json")
                or k.endswith(".parquet") for k in keys), keys

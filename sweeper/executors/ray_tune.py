@@ -51,8 +51,10 @@ from sweeper.workers import PackOutcome, execute_pack_with_retries  # noqa: E402
 
 PACK_METRIC = "pack_metric"  # what ASHA watches: the pack's mean of the chosen metric
 # Tune's own retries are for packs whose worker was lost (a dead node or process): errors of
-# the code are caught and retried on the worker (`execute_pack_with_retries`). A pack lost this
-# many times in one run stays pending, never `failed`; the next run trains it.
+# the code are caught and retried on the worker (`execute_pack_with_retries`). A Tune trial
+# recovers up to LOST_PACK_RETRIES times; a trial Tune gives up on is proposed again as a new
+# trial, up to LOST_PACK_RETRIES times. Only then does the pack stay pending (never `failed`);
+# the next run trains it.
 LOST_PACK_RETRIES = 20
 
 
@@ -170,32 +172,54 @@ def _alive(pid: int) -> bool:
     return True
 
 class _StrategySearcher(Searcher):
-    """Tune's view of a strategy: each suggestion is the next pack it proposes.
+    """Tune's view of a strategy: each suggestion is the next pack it proposes, or a pack
+    whose Tune trial was given up on (`retry`).
 
     Tune calls `suggest` once per free slot (the ConcurrencyLimiter of `max_concurrent_trials`);
     results reach the strategy through the store callback (stored first, then told), not
-    through `on_trial_complete`.
+    through `on_trial_complete`. FINISHED comes only once no pack is out: Tune never asks a
+    finished searcher again, and a pack out may yet need proposing again.
     """
 
     def __init__(self, strategy: Strategy):
         super().__init__()
         self.strategy = strategy
         self.packs: dict[str, list[TrialSpec]] = {}  # Tune trial id -> its pack
+        self.again: list[list[TrialSpec]] = []  # packs whose trial Tune gave up on
+        self.losses: dict[str, int] = {}  # first trial id of a pack -> trials given up on
+
+    def retry(self, trial_id: str) -> list[TrialSpec] | None:
+        """Propose the pack of a trial Tune gave up on again, as a new trial; None once that
+        pack has been given up on LOST_PACK_RETRIES times (it is the caller's then).
+
+        Tune gives up on a trial early when it reuses a cached actor whose node is gone: the
+        dead actor fails the trial twice over (its start and its reset task), and the second
+        failure finds the trial already requeued, so it is errored, not recovered (Ray 2.60,
+        TuneController._actor_failed then _trial_task_failure).
+        """
+        pack = self.packs.pop(trial_id)
+        key = pack[0].trial_id
+        self.losses[key] = self.losses.get(key, 0) + 1
+        if self.losses[key] > LOST_PACK_RETRIES:
+            return None
+        self.again.append(pack)
+        return pack
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return True  # the strategy has its own space; Tune's metric is the scheduler's
 
     def suggest(self, trial_id: str) -> dict | str | None:
-        if self.strategy.done:
-            return Searcher.FINISHED
-        packs = self.strategy.ask(1)
-        if not packs:
-            if self.strategy.done:
-                return Searcher.FINISHED
-            if not self.packs:
+        if self.again:
+            pack = self.again.pop(0)
+        else:
+            packs = [] if self.strategy.done else self.strategy.ask(1)
+            if not packs:
+                if self.packs:
+                    return None  # wait for the packs that are out
+                if self.strategy.done:
+                    return Searcher.FINISHED
                 raise nothing_proposed(self.strategy)
-            return None  # the strategy waits for a pack that is out
-        (pack,) = packs
+            (pack,) = packs
         self.packs[trial_id] = pack
         return {"pack": json.dumps([s.config() for s in pack], separators=(",", ":"))}
 
@@ -280,9 +304,13 @@ class _StoreCallback(tune.Callback):
             self.sink.finished(specs, results, attempts)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        """The pack's worker was lost LOST_PACK_RETRIES + 1 times: leave it pending."""
+        """Tune gave up on the trial (its worker was lost): propose the pack again, or, lost
+        too often, leave it pending for the next run."""
         self.rows.pop(trial.trial_id, None)
-        self.sink.lost(self.searcher.packs.pop(trial.trial_id), _error_text(trial))
+        self.final.pop(trial.trial_id, None)
+        pack = self.searcher.packs[trial.trial_id]
+        if self.searcher.retry(trial.trial_id) is None:
+            self.sink.lost(pack, _error_text(trial))
 
 
 class RayTuneExecutor:
