@@ -3,7 +3,8 @@
 The whole declaration: the task `copy-v1` (task.py), the model `seq2seq` (config.py; the module
 is model.py), the experiment that trains them (experiment.py, with the batches of data.py), what
 a trajectory logs, and the outcome its phase diagrams draw: whether attention learned, because at
-small scale an LSTM can copy through its state without attending (docs/results.md).
+small scale an LSTM can copy through its state without attending (docs/results.md). probes.py
+measures the mechanisms behind its results on freshly trained models.
 """
 
 from __future__ import annotations

@@ -215,15 +215,23 @@ class Seq2Seq(nn.Module):
         function (tanh a = 2 sigmoid(2 a) - 1) in one elementwise pass over the broadcast
         tensor instead of three: the factor 2 goes into the small weights.
         """
-        d = self.cfg.width
+        u = torch.sigmoid(self.readout_preactivation(dec, ctx, scale=2.0))
         bias = (dec.shape[0],) + (1,) * (dec.dim() - 2)  # [K, 1, ..., 1]
-        w_c2 = self.w_c * 2
-        dec_part = linear(dec, w_c2[:, :d]) + (self.b_c * 2).view(*bias, d)
-        u = torch.sigmoid(dec_part + linear(ctx, w_c2[:, d:]))
         out_bias = self.b_o - self.w_o.sum(dim=1)  # [K, V]
         if self.logit_mask is not None:
             out_bias = out_bias + self.logit_mask
         return linear(u, self.w_o * 2) + out_bias.view(*bias, -1)
+
+    def readout_preactivation(self, dec: torch.Tensor, ctx: torch.Tensor,
+                              scale: float = 1.0) -> torch.Tensor:
+        """scale * (W_c [s; c] + b_c) [K, ..., d]: what the readout's tanh units see
+        (broadcasting as `readout`; the scale goes into the small weights). |tanh a| near 1 is
+        a saturated unit, which passes almost no gradient."""
+        d = self.cfg.width
+        bias = (dec.shape[0],) + (1,) * (dec.dim() - 2)  # [K, 1, ..., 1]
+        w_c = self.w_c * scale if scale != 1.0 else self.w_c
+        dec_part = linear(dec, w_c[:, :d]) + (self.b_c * scale).view(*bias, d)
+        return dec_part + linear(ctx, w_c[:, d:])
 
     # -- the model -------------------------------------------------------------------------
     def states(self, src: torch.Tensor, dec_in: torch.Tensor) -> tuple:
