@@ -237,15 +237,29 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         pending = max(0, manifest.get("trials_expanded", len(stored)) - len(stored))
     done = sum(n for s, n in counts.items() if s != "failed")
+    driver, updated, age = _driver(store, name, manifest)
     if args.json:
         print(json.dumps({"sweep": name, "done": done, "failed": counts.get("failed", 0),
-                          "pending": pending, "status": counts,
-                          "updated": manifest.get("updated")}))
+                          "pending": pending, "status": counts, "driver": driver,
+                          "updated": updated, "age_s": age}))
         return 0
+    seen = f" (driver seen {age:.0f} s ago)" if driver in ("running", "stalled") else ""
     print(f"{name}: {done} done, {counts.get('failed', 0)} failed, {pending} pending "
           f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'nothing stored'}); "
-          f"updated {manifest.get('updated', '-')}")
+          f"{driver}{seen}; updated {updated or '-'}")
     return 0
+
+
+def _driver(store, name: str, manifest: dict) -> tuple[str, str | None, float | None]:
+    """The driver's state (`sweeper.results.summary.driver_state`), when the sweep last
+    changed (its progress file, written after every pack, else the manifest, written when a
+    run starts) and the progress file's age."""
+    from sweeper.results.summary import driver_state, read_progress
+
+    progress = read_progress(store.fs, store.path(name))
+    state, age = driver_state(progress)
+    updated = (progress or {}).get("updated") or manifest.get("updated")
+    return state, updated, age
 
 
 def cmd_compact(args: argparse.Namespace) -> int:

@@ -95,6 +95,29 @@ def test_status_by_name_path_and_file(first_run):
         assert out.startswith(expected), out
 
 
+def test_status_says_what_the_driver_is_doing_and_when_the_sweep_last_changed(first_run,
+                                                                              tmp_path):
+    import json
+
+    results = tmp_path / "copy"
+    shutil.copytree(first_run["results"], results)
+    progress = json.loads((results / "tiny" / "progress.json").read_text())
+    rc, out, err = cli(["status", "tiny", "--results", results])
+    assert rc == 0, err
+    assert out.rstrip().endswith(f"; finished; updated {progress['updated']}"), out
+    # a driver that wrote "running" a minute ago and nothing since was killed or lost
+    progress.update(state="running", updated="2026-01-01T00:00:00+00:00")
+    (results / "tiny" / "progress.json").write_text(json.dumps(progress))
+    rc, out, err = cli(["status", "tiny", "--results", results, "--json"])
+    status = json.loads(out)
+    assert status["driver"] == "stalled" and status["age_s"] > 60
+    assert status["updated"] == "2026-01-01T00:00:00+00:00"
+    (results / "tiny" / "progress.json").unlink()  # a store written by an older sweeper
+    rc, out, err = cli(["status", "tiny", "--results", results])
+    manifest = Store.open(str(results)).read_manifest("tiny")
+    assert out.rstrip().endswith(f"; stored; updated {manifest['updated']}"), out
+
+
 def test_compact_through_the_cli(first_run, tmp_path):
     results = tmp_path / "copy"
     shutil.copytree(first_run["results"], results)

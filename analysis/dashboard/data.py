@@ -29,6 +29,7 @@ from sweeper.results.layout import COMPACT_PREFIX, part_name
 from sweeper.results.summary import (
     CellSummary,
     current_summary,
+    driver_state,
     outcome_columns,
     read_progress,
     read_summary,
@@ -45,7 +46,6 @@ MAX_LEVELS = 12  # a numeric axis with more distinct values is binned in the pha
 BINS = 8
 MAX_CURVES = 200  # seeds drawn per cell
 _DERIVED = ("task.lift", "task.content_tokens")
-_LIVE_S = 30.0  # a progress file older than this, still "running", is a stalled driver
 
 
 def plain(value: Any) -> Any:
@@ -487,20 +487,8 @@ def _cell_json(phase, index: int, row: pd.Series, bins: dict) -> dict:
 def _progress(progress: dict, manifest: dict, counts: dict) -> dict:
     """Done / running / pending and the running packs' steps; a driver whose file stopped
     moving is reported as such."""
-    import datetime as dt
-
     stored = counts["n_trials"]
-    updated = progress.get("updated")
-    age = None
-    if updated:
-        try:
-            age = (dt.datetime.now(dt.timezone.utc)
-                   - dt.datetime.fromisoformat(updated)).total_seconds()
-        except ValueError:
-            age = None
-    state = progress.get("state", "finished" if progress else "stored")
-    if state == "running" and age is not None and age > _LIVE_S:
-        state = "stalled"
+    state, age = driver_state(progress)
     running = int(progress.get("running", 0)) if state == "running" else 0
     planned = progress.get("planned") or manifest.get("trials_expanded")
     pending = None if planned is None else max(0, int(planned) - stored - running)

@@ -305,6 +305,28 @@ def progress_bytes(progress: dict) -> bytes:
                       indent=1).encode()
 
 
+LIVE_S = 30.0  # a progress file older than this, still "running", is a stalled driver
+
+
+def driver_state(progress: dict | None) -> tuple[str, float | None]:
+    """What a sweep's driver is doing, from its progress file: "running", "stalled" (a
+    running file that stopped moving: the driver was killed or lost), "finished" (it ended,
+    finished or interrupted) or "stored" (no progress file: results only); and the file's
+    age in seconds (None without one)."""
+    if not progress:
+        return "stored", None
+    age = None
+    try:
+        updated = dt.datetime.fromisoformat(progress["updated"])
+        age = (dt.datetime.now(dt.timezone.utc) - updated).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        pass
+    state = progress.get("state", "finished")
+    if state == "running" and age is not None and age > LIVE_S:
+        state = "stalled"
+    return state, age
+
+
 def read_progress(fs: pafs.FileSystem, folder: str) -> dict | None:
     """The driver's last progress of a sweep (None when it never wrote one)."""
     path = f"{folder}/{PROGRESS_FILE}"
