@@ -258,15 +258,16 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     from sweeper.results.store import check_writable
 
     check_writable(store)
+    memory = None
     if address is None:  # the trials train on this machine (a cluster's nodes may differ)
-        check_memory(spec, plan.specs)
+        memory = check_memory(spec, plan.specs, pack_size or spec.pack_size)
     runner.check(spec, store)  # before it starts and before anything is written
     from sweeper.results.lease import acquire
 
     with stop_on_signals(stream) as stop, acquire(store, spec.name, wait=wait, stream=stream), \
             runner:
         summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,
-                            extend=extend, overrides=list(sets or []))
+                            extend=extend, overrides=list(sets or []), memory=memory)
     outcome = phase_outcome(spec)
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
@@ -274,21 +275,37 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0)
 
 
-def check_memory(spec, specs: list, available: int | None = None) -> None:
-    """Refuse a sweep whose one trial needs more memory than this machine has (the family's
-    estimate, `TrialSpec.memory_bytes`), naming the settings; checked over `specs` (every trial
-    of a grid or random sweep), or the fixed settings of an adaptive one (no specs)."""
+MEMORY_SHARE = 0.8  # of this machine's memory, what trials training here may use together
+
+
+def check_memory(spec, specs: list, pack_size: int | None = None,
+                 available: int | None = None) -> int | None:
+    """Refuse a sweep whose one trial, or one pack of a size it fixes, needs more memory than
+    this machine has (the family's estimate, `TrialSpec.memory_bytes`), naming the settings;
+    checked over `specs` (every trial of a grid or random sweep), or the fixed settings of an
+    adaptive one (no specs; a pack is a cell's seeds). Returns the bytes the packs may use
+    together (automatic pack sizes are cut to fit, `plan.form_packs`); None when unknown."""
     from sweeper.errors import SweeperInputError
     from sweeper.spec import make_spec
 
     available = available or _physical_memory()
     if not available:
-        return
+        return None
+    budget = memory_budget(available)
     specs = specs or [make_spec(spec.task, spec.model, spec.fixed["task"], spec.fixed["model"],
                                 spec.fixed["train"])]
     need, worst = max(((s.memory_bytes(), i) for i, s in enumerate(specs)))
     worst = specs[worst]
-    if need > 0.8 * available:
+    adaptive = spec.search.type in ("optuna", "boundary")
+    fixed = pack_size or (len(spec.seeds) if adaptive else None)
+    if fixed and need <= budget < fixed * need:
+        what = ("--pack-size/pack_size" if pack_size else
+                "seeds (an adaptive search trains a cell's seeds as one pack)")
+        raise SweeperInputError(f"{what}: got {fixed}; a pack of {fixed} trials needs about "
+                                f"{fixed * need / 2**30:,.1f} GiB; allowed: at most "
+                                f"{budget // need} on this machine's "
+                                f"{available / 2**30:,.1f} GiB")
+    if need > budget:
         flat = worst.flat()
         shown = ", ".join(f"{k} {flat[k]}" for k in ("task.length", "task.samples",
                                                      "task.vocab", "model.width",
@@ -297,6 +314,13 @@ def check_memory(spec, specs: list, available: int | None = None) -> None:
         raise SweeperInputError(f"fixed/axes: one trial needs about {need / 2**30:,.1f} GiB "
                                 f"({shown}); allowed: what fits in this machine's "
                                 f"{available / 2**30:,.1f} GiB (a smaller batch, width or length)")
+    return budget
+
+
+def memory_budget(available: int | None = None) -> int | None:
+    """The bytes trials training on this machine may use together (MEMORY_SHARE of it)."""
+    available = available or _physical_memory()
+    return int(MEMORY_SHARE * available) if available else None
 
 
 def _physical_memory() -> int:

@@ -78,14 +78,16 @@ def expand(sweep: SweepFile) -> list[TrialSpec]:
     return specs
 
 
-def pack_counts(group_sizes: list[int], workers: int, cap: int) -> list[int]:
-    """How many packs to cut each group into: as few as the cap allows, then more (splitting
-    the group with the largest packs) only while there are fewer packs than workers.
+def pack_counts(group_sizes: list[int], workers: int, cap: int | list[int]) -> list[int]:
+    """How many packs to cut each group into: as few as the cap (one, or one per group)
+    allows, then more (splitting the group with the largest packs) only while there are fewer
+    packs than workers.
 
     A sweep with more shape groups than workers keeps its groups whole (up to the cap): packs
     only gain from size, and splitting them further would just add rounds of fixed cost.
     """
-    counts = [math.ceil(n / cap) for n in group_sizes]
+    caps = cap if isinstance(cap, list) else [cap] * len(group_sizes)
+    counts = [math.ceil(n / c) for n, c in zip(group_sizes, caps)]
     while sum(counts) < workers:
         splittable = [i for i, n in enumerate(group_sizes) if counts[i] < n]
         if not splittable:
@@ -103,9 +105,11 @@ def _cut(group: list[TrialSpec], parts: int) -> list[list[TrialSpec]]:
 
 
 def form_packs(specs: Iterable[TrialSpec], pack_size: int | None,
-               workers: int = 1) -> list[list[TrialSpec]]:
+               workers: int = 1, pack_bytes: int | None = None) -> list[list[TrialSpec]]:
     """Group specs by pack key (first-seen order), then cut each group into packs: of
-    `pack_size` when given, else as `pack_counts` says (capped per device)."""
+    `pack_size` when given, else as `pack_counts` says, capped per device and, with
+    `pack_bytes` (the memory one pack may use), at what fits in it (`TrialSpec.memory_bytes`:
+    a pack's memory grows with its models)."""
     groups: dict[tuple, list[TrialSpec]] = {}
     for spec in specs:
         groups.setdefault(spec.pack_key(), []).append(spec)
@@ -115,7 +119,9 @@ def form_packs(specs: Iterable[TrialSpec], pack_size: int | None,
     if pack_size:
         return [g[i:i + pack_size] for g in members for i in range(0, len(g), pack_size)]
     cap = MAX_GPU_PACK if members[0][0].device.startswith("cuda") else MAX_CPU_PACK
-    counts = pack_counts([len(g) for g in members], max(1, workers), cap)
+    caps = [cap if pack_bytes is None else max(1, min(cap, pack_bytes // g[0].memory_bytes()))
+            for g in members]
+    counts = pack_counts([len(g) for g in members], max(1, workers), caps)
     return [pack for g, n in zip(members, counts) for pack in _cut(g, n)]
 
 

@@ -308,14 +308,16 @@ def manifest(sweep: SweepFile, plan: Plan, previous: dict[str, Any] | None = Non
 
 def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | None = None,
               workers: int | None = None, stream=None, stop: StopRequest | None = None,
-              extend: bool = False, overrides: list[str] | None = None) -> dict[str, Any]:
+              extend: bool = False, overrides: list[str] | None = None,
+              memory: int | None = None) -> dict[str, Any]:
     """Run what is not stored yet; returns a summary (counts, seconds, trials per second).
 
     `executor` follows `sweeper.executors.Executor` (entered by the caller when it needs
     starting); `workers` overrides its capacity. The strategy comes from `search.type`; a
     `stop` request (`sweeper.interrupts`) makes it propose nothing more. The caller holds the
     sweep's lease (`sweeper.results.lease`). A sweep stored with another configuration is
-    refused unless `extend` (`sweeper.identity`).
+    refused unless `extend` (`sweeper.identity`). `memory`: the bytes the packs running at once
+    may use together when they train on this machine (automatic pack sizes fit in it).
     """
     from sweeper.identity import check_same_study
 
@@ -327,7 +329,9 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
     retried = store.stored_ids(sweep.name) - stored
     plan = make_plan(sweep, stored)
     workers = executor.capacity(sweep) if workers is None else workers
-    strategy = make_strategy(Context(plan, store, pack_size or sweep.pack_size, workers))
+    pack_bytes = None if memory is None else memory // max(1, workers)
+    strategy = make_strategy(Context(plan, store, pack_size or sweep.pack_size, workers,
+                                     pack_bytes))
     if stop is not None:
         strategy = Stoppable(strategy, stop)
     record = manifest(sweep, plan, previous, overrides)

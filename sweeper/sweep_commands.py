@@ -73,7 +73,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"{len(sweep.seeds)} seeds = {budget} trials; {len(plan.stored)} stored")
         return 0
     pending = plan.pending
-    packs = form_packs(pending, sweep.pack_size, args.workers)
+    from sweeper.api import memory_budget
+
+    budget = memory_budget()  # as `sweeper run` cuts packs on this machine
+    packs = form_packs(pending, sweep.pack_size, args.workers,
+                       None if budget is None else budget // max(1, args.workers))
     cost = None
     if packs and not args.no_estimate:
         from sweeper.estimate import estimate

@@ -171,6 +171,59 @@ def test_a_trial_that_cannot_fit_in_memory_is_refused_before_anything_starts(tmp
     assert not results.exists()
 
 
+def _machine_for(trials: float, monkeypatch) -> int:
+    """Make this machine's memory fit `trials` of BASE's trials (MEMORY_SHARE of it)."""
+    import sweeper.api as api
+    from sweeper.plan import expand
+    from sweeper.search_space import parse_sweep
+
+    need = expand(parse_sweep(yaml.safe_dump(BASE)))[0].memory_bytes()
+    monkeypatch.setattr(api, "_physical_memory", lambda: int(trials * need / api.MEMORY_SHARE))
+    return need
+
+
+def test_a_pack_size_that_cannot_fit_in_memory_is_refused_naming_the_largest_that_fits(
+        tmp_path, monkeypatch):
+    _machine_for(3.5, monkeypatch)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    results = tmp_path / "results"
+    rc, _, err = cli(["run", path, "--results", results, "--executor", "local",
+                      "--pack-size", "4"])
+    [line] = err.strip().splitlines()
+    assert rc == 2 and "--pack-size/pack_size: got 4" in line and "at most 3" in line, line
+    assert not results.exists()
+
+
+def test_an_adaptive_cell_whose_seeds_cannot_fit_in_memory_is_refused_naming_seeds():
+    from sweeper.api import MEMORY_SHARE, check_memory
+    from sweeper.errors import SweeperInputError
+    from sweeper.plan import expand
+    from sweeper.search_space import parse_sweep
+
+    need = expand(parse_sweep(yaml.safe_dump(BASE)))[0].memory_bytes()
+    optuna = {**BASE, "seeds": 8, "axes": {"task": {"hardness": {"uniform": [0.0, 1.0]}}},
+              "search": {"type": "optuna", "trials": 4, "objective": "best_accuracy",
+                         "direction": "maximize"}}
+    sweep = parse_sweep(yaml.safe_dump(optuna))
+    with pytest.raises(SweeperInputError, match=r"^seeds \(an adaptive search.*got 8.*at most 3"):
+        check_memory(sweep, [], available=int(3.5 * need / MEMORY_SHARE))
+    assert check_memory(sweep, [], available=int(9 * need / MEMORY_SHARE)) > 8 * need
+
+
+def test_automatic_packs_are_cut_to_fit_this_machines_memory(tmp_path, monkeypatch):
+    import pyarrow.dataset as ds
+
+    _machine_for(1.5, monkeypatch)  # room for one trial at a time
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    results = tmp_path / "results"
+    rc, out, err = cli(["run", path, "--results", results, "--executor", "local"])
+    assert rc == 0, err
+    trials = ds.dataset(str(results / BASE["name"] / "trials")).to_table().to_pandas()
+    assert len(trials) == 4 and trials.groupby("pack_id").size().max() == 1
+
+
 @pytest.mark.parametrize("root", ["/dev/null", "/proc/self", "/etc/hostname", "s3://"])
 def test_a_results_root_that_is_not_a_folder_is_one_line(tmp_path, root):
     path = tmp_path / "sweep.yaml"

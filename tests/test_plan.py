@@ -200,6 +200,20 @@ def test_automatic_packs_split_shape_groups_only_until_every_worker_has_one():
     assert sizes(100) == [1] * 16
 
 
+def test_automatic_packs_fit_the_memory_a_pack_may_use_per_shape():
+    specs = expand(parse_sweep(sweep_text(variant(  # 2 shapes (widths) x 8 seeds
+        seeds=8, **{"axes.task.cooccurrence": {"grid": [0.0]}, "fixed.model": {},
+                    "axes.model": {"width": {"grid": [8, 64]}}}))))
+    small, large = sorted({s.memory_bytes() for s in specs})
+    assert large > 2 * small
+    packs = form_packs(specs, None, 1, pack_bytes=2 * large)
+    sizes = sorted((p[0].model_params["width"], len(p)) for p in packs)
+    assert sizes == [(8, 8), (64, 2), (64, 2), (64, 2), (64, 2)]
+    assert all(sum(s.memory_bytes() for s in p) <= 2 * large for p in packs)
+    # an explicit pack size is the caller's to check (sweeper.api.check_memory refuses it)
+    assert [len(p) for p in form_packs(specs, 8, 1, pack_bytes=2 * large)] == [8, 8]
+
+
 def test_pack_counts_keep_groups_whole_up_to_the_cap():
     assert pack_counts([12] * 6, workers=2, cap=16) == [1] * 6  # the quick sweep's shape
     assert pack_counts([40], workers=1, cap=16) == [3]

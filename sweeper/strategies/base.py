@@ -55,6 +55,7 @@ class Context:
     store: Store
     pack_size: int | None  # None: packs sized for `workers` (plan.form_packs)
     workers: int  # packs the executor can train at once
+    pack_bytes: int | None = None  # memory one pack may use (None: not limited here)
 
     @property
     def sweep(self) -> SweepFile:
@@ -98,7 +99,8 @@ class PlannedPacks:
     def start(cls, context: Context) -> PlannedPacks:
         from sweeper.plan import form_packs
 
-        return cls(form_packs(context.plan.pending, context.pack_size, context.workers))
+        return cls(form_packs(context.plan.pending, context.pack_size, context.workers,
+                              context.pack_bytes))
 
     @property
     def packs(self) -> list[Pack]:
