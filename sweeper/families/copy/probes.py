@@ -102,17 +102,23 @@ def _probe(experiment, never, specs: list, step: int) -> list[dict]:
              "saturated": float(saturated[k])} for k, s in enumerate(specs)]
 
 
-def sweep_probe(path: str, seeds: int, steps: Sequence[int],
+def sweep_probe(path: str, seeds: int | Sequence[int], steps: Sequence[int],
                 sos_never_target: bool = False) -> pd.DataFrame:
-    """`readout_saturation` for each cell of a grid sweep file, on its first `seeds` seeds;
-    the cell's axis values as columns."""
+    """`readout_saturation` for each cell of a grid sweep file, on its first `seeds` seeds
+    (a count) or on the seeds listed; the cell's axis values as columns."""
     from sweeper.plan import cell_specs, cells
     from sweeper.search_space import load_sweep
 
     sweep = load_sweep(path)
     frames = []
     for cell in cells(sweep):
-        frame = readout_saturation(cell_specs(sweep, cell)[:seeds], steps, sos_never_target)
+        specs = cell_specs(sweep, cell)
+        specs = (specs[:seeds] if isinstance(seeds, int)
+                 else [s for s in specs if s.seed in set(seeds)])
+        if not specs:
+            raise ValueError(f"--seeds: got {list(seeds)}; allowed: seeds of the sweep file "
+                             f"({', '.join(map(str, sweep.seeds))})")
+        frame = readout_saturation(specs, steps, sos_never_target)
         for column, value in cell.items():
             frame.insert(0, column, value)
         frames.append(frame)
@@ -139,7 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "mass on never-target classes and the share of saturated tanh units, at "
                     "each step.")
     parser.add_argument("sweep_file", help="a grid sweep file of the copy family")
-    parser.add_argument("--seeds", type=int, default=4, help="seeds per cell (the first ones)")
+    parser.add_argument("--seeds", default="4",
+                        help="seeds per cell: a count (the first ones, default 4) or the seeds "
+                             "themselves, comma-separated with at least one comma (4,5,8,10)")
     parser.add_argument("--steps", default="0,10,20,40",
                         help="comma-separated Adam steps to probe at (default 0,10,20,40)")
     parser.add_argument("--sos-never-target", action="store_true",
@@ -148,18 +156,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         steps = sorted({int(s) for s in args.steps.split(",")})
-        if steps[0] < 0 or args.seeds < 1:
+        seeds: int | list[int] = ([int(s) for s in args.seeds.split(",") if s.strip()]
+                                  if "," in args.seeds else int(args.seeds))
+        if steps[0] < 0 or seeds in (0, []) or (isinstance(seeds, int) and seeds < 0):
             raise ValueError
     except ValueError:
         print("--steps/--seeds: got a bad value; allowed: steps as comma-separated integers "
-              ">= 0, seeds >= 1", file=sys.stderr)
+              ">= 0, seeds a count >= 1 or comma-separated seeds", file=sys.stderr)
         return 2
     from sweeper.errors import SweeperInputError
 
     try:
-        frame = sweep_probe(args.sweep_file, args.seeds, steps, args.sos_never_target)
+        frame = sweep_probe(args.sweep_file, seeds, steps, args.sos_never_target)
     except (SweeperInputError, ValueError) as exc:
-        print(f"sweep_file: {exc}", file=sys.stderr)
+        print(str(exc) if str(exc).startswith("--") else f"sweep_file: {exc}", file=sys.stderr)
         return 2
     print(summary(frame).to_string(index=False))
     return 0
