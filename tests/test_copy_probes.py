@@ -1,4 +1,4 @@
-"""sweeper.families.copy.probes: the readout-saturation probe from a sweep file, and its bad input."""
+"""sweeper.families.copy.probes: the readout probe from a sweep file, and its bad input."""
 
 from __future__ import annotations
 

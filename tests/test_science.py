@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 from sweeper.spec import make_spec
 from sweeper.train import train, train_pack
