@@ -224,6 +224,26 @@ def test_automatic_packs_are_cut_to_fit_this_machines_memory(tmp_path, monkeypat
     assert len(trials) == 4 and trials.groupby("pack_id").size().max() == 1
 
 
+@pytest.mark.parametrize("resources, flags, field", [
+    ({"cpu": 3}, ["--num-cpus", "2"], "resources.cpu: got 3 per pack; allowed: at most 2"),
+    ({"cpu": 1, "gpu": 1}, [], "resources.gpu: got 1 per pack; allowed: at most 0"),
+])
+def test_a_pack_larger_than_embedded_ray_is_refused_instead_of_waiting_for_ever(
+        tmp_path, resources, flags, field):
+    import torch
+
+    if resources.get("gpu") and torch.cuda.device_count():
+        pytest.skip("this machine has a GPU")
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "resources": resources}))
+    results = tmp_path / "results"
+    started = time.monotonic()
+    rc, _, err = cli(["run", path, "--results", results, *flags])
+    [line] = err.strip().splitlines()
+    assert rc == 2 and field in line, line
+    assert time.monotonic() - started < TIME_LIMIT_S and not results.exists()
+
+
 @pytest.mark.parametrize("root", ["/dev/null", "/proc/self", "/etc/hostname", "s3://"])
 def test_a_results_root_that_is_not_a_folder_is_one_line(tmp_path, root):
     path = tmp_path / "sweep.yaml"
