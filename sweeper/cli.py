@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from sweeper.errors import ParameterError
-from sweeper.results.errors import ResultsInputError, closed_pipe_exit
+from sweeper.results.errors import ResultsInputError, ResultsWriteError, closed_pipe_exit
 
 
 def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -209,6 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ResultsInputError as exc:  # the root of sweeper's and analysis' input errors
         print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except ResultsWriteError as exc:  # a full disk, a read-only folder: not the input's fault
+        print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

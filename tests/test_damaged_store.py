@@ -88,3 +88,42 @@ def pq_rows(path) -> int:
     import pyarrow.parquet as pq
 
     return pq.read_metadata(path).num_rows
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 200 KiB tmpfs (root only: skipped where mounting is not allowed), unmounted after."""
+    import os
+    import subprocess
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs",
+                                            str(disk)], capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_a_full_disk_is_one_line_keeps_what_was_stored_and_the_same_command_resumes(
+        small_disk, tmp_path):
+    import shutil
+
+    sweep = {**TINY, "seeds": 4, "pack_size": 1,
+             "axes": {"task": {"cooccurrence": {"grid": [0.0, 0.25, 0.5, 0.75]}}}}
+    path = write_sweep(tmp_path / "tiny.yaml", sweep)
+    full = cli_subprocess(["run", path, "--results", small_disk / "r", "--executor", "local"])
+    assert full.returncode == 1, full.stderr
+    last = full.stderr.strip().splitlines()[-1]
+    assert last.startswith("sweeper run: error: could not write") and "No space left" in last
+    assert "Traceback" not in full.stderr
+    assert not [f for f in small_disk.rglob(".tmp-*")], "a failed write left its temp file"
+    stored = parquet_files(small_disk / "r", "tiny", "trials")
+    assert 0 < len(stored) < 16
+    # the space comes back (here: the folder moves to a larger disk); the same command resumes
+    results = shutil.copytree(small_disk / "r", tmp_path / "results")
+    again = cli_subprocess(["run", path, "--results", results, "--executor", "local"])
+    assert again.returncode == 0, again.stderr
+    trials = pd.concat(pd.read_parquet(f) for f in parquet_files(results, "tiny", "trials"))
+    assert len(trials) == 16 and trials["trial_id"].is_unique
+    assert set(Store.open(str(results)).done_ids("tiny")) == set(trials["trial_id"])

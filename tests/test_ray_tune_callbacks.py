@@ -102,3 +102,21 @@ def test_a_pack_given_up_on_too_often_is_left_pending_and_told_as_lost(driver, m
     assert "left pending for the next run" in progress.stream.getvalue()
     assert "ActorDiedError" in progress.stream.getvalue()
     assert not store.stored_ids("tiny")
+
+
+def test_a_store_that_cannot_write_ends_the_experiment_instead_of_failing_the_trial(driver):
+    from sweeper.results.errors import ResultsWriteError
+
+    searcher, callback, store, progress, specs = driver
+
+    def full_disk(*args, **kwargs):
+        raise ResultsWriteError("could not write part-x.parquet (No space left on device)")
+
+    callback.sink.recorder.store.write_pack = full_disk
+    searcher.suggest("t0")
+    trial = Trial("t0")
+    callback.on_trial_start(0, [], trial)
+    callback.on_trial_result(0, [], trial, final("t0", searcher.packs["t0"]))
+    callback.on_trial_complete(0, [], trial)  # Tune would count a raise here as a trial error
+    with pytest.raises(ResultsWriteError, match="No space left"):
+        callback.on_step_end(0, [])

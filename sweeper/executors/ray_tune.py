@@ -43,6 +43,7 @@ from ray.tune.search import Searcher  # noqa: E402
 from sweeper.errors import SweeperInputError  # noqa: E402
 from sweeper.executors import PROGRESS_EVERY_S, PackSink, nothing_proposed  # noqa: E402
 from sweeper.plan import cell_specs  # noqa: E402
+from sweeper.results.errors import ResultsWriteError  # noqa: E402
 from sweeper.runner import partial_result, result_from_report, result_to_report  # noqa: E402
 from sweeper.search_space import SweepFile  # noqa: E402
 from sweeper.spec import TrialSpec  # noqa: E402
@@ -262,9 +263,16 @@ class _StoreCallback(tune.Callback):
         self.rows: dict[str, list] = {}
         self.final: dict[str, dict] = {}
         self.started: set[str] = set()
+        self.fatal: ResultsWriteError | None = None  # the store failed: end the experiment
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("searcher", "sink")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("searcher", "sink", "fatal")}
+
+    def on_step_end(self, iteration, trials, **info):
+        """A store that cannot write ends the run here: raised inside a trial's callback, Tune
+        would take it for the trial's failure and train the pack again."""
+        if self.fatal is not None:
+            raise self.fatal
 
     def on_trial_start(self, iteration, trials, trial, **info):
         if trial.trial_id not in self.started:
@@ -288,6 +296,12 @@ class _StoreCallback(tune.Callback):
         self.rows.pop(trial.trial_id, None)  # the retry starts again from step 0
 
     def on_trial_complete(self, iteration, trials, trial, **info):
+        try:
+            self._store(trial)
+        except ResultsWriteError as exc:
+            self.fatal = self.fatal or exc
+
+    def _store(self, trial) -> None:
         specs = self.searcher.packs.pop(trial.trial_id)
         final = self.final.pop(trial.trial_id, None)
         rows = self.rows.pop(trial.trial_id, [])
@@ -380,6 +394,7 @@ class RayTuneExecutor:
                                          threads=sweep.resources["cpu"], metric=metric,
                                          retries=sweep.retries)
         storage = tune_storage()
+        tuner_callbacks = [_StoreCallback(searcher, sink)]
         try:
             tuner = tune.Tuner(
                 tune.with_resources(trainable, _resources(sweep)),
@@ -392,9 +407,17 @@ class RayTuneExecutor:
                     name=sweep.name, storage_path=storage, verbose=0,
                     failure_config=tune.FailureConfig(max_failures=LOST_PACK_RETRIES),
                     checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=False),
-                    callbacks=[_StoreCallback(searcher, sink)]),
+                    callbacks=tuner_callbacks),
             )
-            tuner.fit()
+            store_callback = tuner_callbacks[0]
+            try:
+                tuner.fit()
+            except Exception:
+                if store_callback.fatal is not None:  # however Tune wrapped it
+                    raise store_callback.fatal from None
+                raise
+            if store_callback.fatal is not None:
+                raise store_callback.fatal
         finally:
             shutil.rmtree(storage, ignore_errors=True)
 

@@ -11,6 +11,12 @@ class ResultsInputError(ValueError):
     """Bad input about results: a sweep name, a results root, a column, a threshold."""
 
 
+class ResultsWriteError(RuntimeError):
+    """The store could not write a file (a full disk, a folder made read-only, a lost mount):
+    nothing half-written is left as a result, what was stored before stays, and the same
+    command resumes once the cause is fixed. Commands print one line and exit with status 1."""
+
+
 def did_you_mean(given: str, allowed: Iterable[str]) -> str:
     """' (did you mean 'x'?)' when a close match exists, else ''."""
     close = difflib.get_close_matches(str(given), list(allowed), n=1, cutoff=0.6)

@@ -22,6 +22,7 @@ picks one: "memory://NAME" is a process-wide in-memory root.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
 import json
@@ -36,7 +37,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from sweeper.results.errors import ResultsInputError
+from sweeper.results.errors import ResultsInputError, ResultsWriteError
 from sweeper.results.layout import (
     COMPACT_PREFIX,
     TABLES,
@@ -202,9 +203,14 @@ def _s3_put(uri: str):
     if client is None:  # pragma: no cover
         return None
 
+    from botocore.exceptions import BotoCoreError, ClientError
+
     def put(path: str, data: bytes) -> None:
         bucket, _, key = path.partition("/")
-        client.put_object(Bucket=bucket, Key=key, Body=data)
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=data)
+        except (BotoCoreError, ClientError) as exc:
+            raise OSError(str(exc)) from exc  # Store._put: a ResultsWriteError
 
     return put
 
@@ -262,20 +268,31 @@ class Store:
 
     # writing -------------------------------------------------------------------------------
     def _put(self, path: str, data: bytes) -> None:
-        """Write a whole file: temp name + rename locally, a single put on object stores."""
+        """Write a whole file: temp name + rename locally, a single put on object stores.
+        A write that fails leaves no temp file and raises ResultsWriteError."""
         parent = path.rsplit("/", 1)[0]
-        if self.put_object is not None:
-            self.put_object(path, data)
-            return
-        self.fs.create_dir(parent, recursive=True)
-        if self.renames_atomically:
-            tmp = f"{parent}/{TEMP_PREFIX}{uuid.uuid4().hex}"
-            with self.fs.open_output_stream(tmp) as f:
-                f.write(data)
-            self.fs.move(tmp, path)
-        else:
-            with self.fs.open_output_stream(path) as f:
-                f.write(data)
+        tmp = None
+        try:
+            if self.put_object is not None:
+                self.put_object(path, data)
+                return
+            self.fs.create_dir(parent, recursive=True)
+            if self.renames_atomically:
+                tmp = f"{parent}/{TEMP_PREFIX}{uuid.uuid4().hex}"
+                with self.fs.open_output_stream(tmp) as f:
+                    f.write(data)
+                self.fs.move(tmp, path)
+            else:
+                with self.fs.open_output_stream(path) as f:
+                    f.write(data)
+        except (OSError, pa.ArrowException) as exc:
+            if tmp is not None:
+                with contextlib.suppress(OSError, pa.ArrowException):
+                    self.fs.delete_file(tmp)
+            why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+            raise ResultsWriteError(f"could not write {path} ({why}); what was stored before "
+                                    "is kept: fix the cause and run the same command again "
+                                    "(it trains only what is missing)") from exc
 
     def _put_table(self, path: str, table: pa.Table, extra: dict[str, str] | None = None,
                    row_group_size: int | None = None) -> None:
