@@ -97,6 +97,13 @@ def pack_counts(group_sizes: list[int], workers: int, cap: int | list[int]) -> l
     return counts
 
 
+def _memory_cap(group: list[TrialSpec], pack_bytes: int, cap: int) -> int:
+    """The most trials of `group` one pack of `pack_bytes` holds (at least 1; `cap` when the
+    family has no memory estimate)."""
+    need = max(s.memory_bytes() for s in group)
+    return cap if need <= 0 else max(1, min(cap, pack_bytes // need))
+
+
 def _cut(group: list[TrialSpec], parts: int) -> list[list[TrialSpec]]:
     """`parts` packs of near-equal size, in order."""
     size, extra = divmod(len(group), parts)
@@ -119,8 +126,7 @@ def form_packs(specs: Iterable[TrialSpec], pack_size: int | None,
     if pack_size:
         return [g[i:i + pack_size] for g in members for i in range(0, len(g), pack_size)]
     cap = MAX_GPU_PACK if members[0][0].device.startswith("cuda") else MAX_CPU_PACK
-    caps = [cap if pack_bytes is None else max(1, min(cap, pack_bytes // g[0].memory_bytes()))
-            for g in members]
+    caps = [cap if pack_bytes is None else _memory_cap(g, pack_bytes, cap) for g in members]
     counts = pack_counts([len(g) for g in members], max(1, workers), caps)
     return [pack for g, n in zip(members, counts) for pack in _cut(g, n)]
 

@@ -25,6 +25,8 @@ from sweeper.search_space import SweepFile
 from sweeper.spec import TrialResult, TrialSpec
 from sweeper.strategies import Context, Strategy, make_strategy
 
+HEARTBEAT_S = 10.0  # the longest a running driver leaves its progress file unwritten
+
 
 class Progress:
     """One status line: trials done, failed, running, throughput, ETA (stderr, throttled)."""
@@ -105,6 +107,7 @@ class Recorder:
         trains a lost pack again starts it twice), which changes no count."""
         key = _pack_key(specs)
         if key in self.packs:
+            self.packs[key]["step"] = 0  # a new attempt starts from step 0
             return False
         self.progress.running += len(specs)
         self.packs[key] = {"pack": key, "trials": len(specs), "step": 0,
@@ -131,6 +134,12 @@ class Recorder:
         self.progress.packs[key] = (int(step), self.packs[key]["steps"])
         self.progress.update()
         self.write_progress()
+
+    def heartbeat(self) -> None:
+        """Rewrite the progress file when nothing else did for HEARTBEAT_S: a live driver
+        whose packs report rarely must not look stalled (`summary.driver_state`)."""
+        if time.perf_counter() - self._progress_at >= HEARTBEAT_S:
+            self.write_progress(force=True)
 
     def write_progress(self, force: bool = False, state: str = "running") -> None:
         """RESULTS/SWEEP/progress.json, at most once a second unless forced; a failed write
@@ -245,6 +254,9 @@ class Feedback:
 
     def progressed(self, specs: list[TrialSpec], step: int) -> None:
         self.recorder.progressed(specs, step)
+
+    def heartbeat(self) -> None:
+        self.recorder.heartbeat()
 
 
 def result_from_report(spec: TrialSpec, payload: Mapping[str, Any]) -> TrialResult:

@@ -247,7 +247,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                           "pending": pending, "status": counts, "driver": driver,
                           "updated": updated, "age_s": age}))
         return 0
-    seen = f" (driver seen {age:.0f} s ago)" if driver in ("running", "stalled") else ""
+    seen = (f" (driver seen {age:.0f} s ago)"
+            if driver in ("running", "stalled") and age is not None else "")
     print(f"{name}: {done} done, {counts.get('failed', 0)} failed, {pending} pending "
           f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'nothing stored'}); "
           f"{driver}{seen}; updated {updated or '-'}")

@@ -206,9 +206,42 @@ def test_an_adaptive_cell_whose_seeds_cannot_fit_in_memory_is_refused_naming_see
               "search": {"type": "optuna", "trials": 4, "objective": "best_accuracy",
                          "direction": "maximize"}}
     sweep = parse_sweep(yaml.safe_dump(optuna))
-    with pytest.raises(SweeperInputError, match=r"^seeds \(an adaptive search.*got 8.*at most 3"):
+    with pytest.raises(SweeperInputError, match=r"^seeds: got 8;.*at most 3 "):
         check_memory(sweep, [], available=int(3.5 * need / MEMORY_SHARE))
     assert check_memory(sweep, [], available=int(9 * need / MEMORY_SHARE)) > 8 * need
+    # an Optuna pack is a cell's seeds whatever --pack-size says
+    with pytest.raises(SweeperInputError, match=r"^seeds: got 8;"):
+        check_memory(sweep, [], pack_size=2, available=int(3.5 * need / MEMORY_SHARE))
+
+
+def test_a_boundary_search_is_checked_by_its_seeds_per_proposal_not_all_its_seeds():
+    from sweeper.api import MEMORY_SHARE, check_memory
+    from sweeper.errors import SweeperInputError
+    from sweeper.plan import make_plan
+    from sweeper.search_space import parse_sweep
+
+    boundary = {**BASE, "seeds": 16, "axes": {"task": {"cooccurrence": {"grid": [0.0, 0.5]},
+                                                       "hardness": {"grid": [0.0, 1.0]}}},
+                "search": {"type": "boundary", "trials": 8, "seeds_per_proposal": 2}}
+    sweep = parse_sweep(yaml.safe_dump(boundary))
+    specs = make_plan(sweep, set()).specs
+    need = max(s.memory_bytes() for s in specs)
+    assert check_memory(sweep, specs, available=int(3.5 * need / MEMORY_SHARE))
+    with pytest.raises(SweeperInputError, match=r"^search.seeds_per_proposal: got 2;"):
+        check_memory(sweep, specs, available=int(1.5 * need / MEMORY_SHARE))
+
+
+def test_a_fixed_pack_size_is_checked_by_the_packs_it_makes():
+    from sweeper.api import MEMORY_SHARE, check_memory
+    from sweeper.plan import expand
+    from sweeper.search_space import parse_sweep
+
+    # two widths x 2 seeds: with pack_size 8 each pack holds one width's 2 seeds
+    sweep = parse_sweep(yaml.safe_dump({**BASE, "fixed": {**BASE["fixed"], "model": {}},
+                                        "axes": {"model": {"width": {"grid": [8, 64]}}}}))
+    specs = expand(sweep)
+    large = max(s.memory_bytes() for s in specs)
+    assert check_memory(sweep, specs, pack_size=8, available=int(2.5 * large / MEMORY_SHARE))
 
 
 def test_automatic_packs_are_cut_to_fit_this_machines_memory(tmp_path, monkeypatch):

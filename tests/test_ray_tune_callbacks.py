@@ -23,8 +23,8 @@ from sweeper.strategies.base import PlannedPacks
 
 
 class Trial:
-    def __init__(self, trial_id: str):
-        self.trial_id, self.error_file = trial_id, None
+    def __init__(self, trial_id: str, num_failures: int = 1):
+        self.trial_id, self.error_file, self.num_failures = trial_id, None, num_failures
 
     def get_error(self) -> str:
         return "ray.exceptions.ActorDiedError: the actor died (node lost)"
@@ -120,3 +120,43 @@ def test_a_store_that_cannot_write_ends_the_experiment_instead_of_failing_the_tr
     callback.on_trial_complete(0, [], trial)  # Tune would count a raise here as a trial error
     with pytest.raises(ResultsWriteError, match="No space left"):
         callback.on_step_end(0, [])
+
+
+def test_a_trial_tune_recovered_until_its_limit_is_not_proposed_again(driver):
+    # a pack that kills every worker (the OOM killer) spends one budget, not one per trial
+    searcher, callback, store, progress, specs = driver
+    searcher.suggest("t0")
+    callback.on_trial_start(0, [], Trial("t0"))
+    callback.on_trial_error(0, [], Trial("t0", num_failures=ray_tune.LOST_PACK_RETRIES + 1))
+    assert searcher.again == [] and callback.sink.recorder.lost_trials == 1
+    assert progress.running == 0
+
+
+def test_a_trial_whose_final_report_arrived_before_its_error_is_stored(driver):
+    searcher, callback, store, progress, specs = driver
+    searcher.suggest("t0")
+    trial = Trial("t0")
+    callback.on_trial_start(0, [], trial)
+    callback.on_trial_result(0, [], trial, final("t0", searcher.packs["t0"]))
+    callback.on_trial_error(0, [], trial)  # the node went before Tune saw the trial end
+    assert searcher.again == [] and store.stored_ids("tiny") == {specs[0].trial_id}
+    assert (progress.done, progress.running) == (1, 0)
+
+
+def test_each_tune_step_keeps_the_drivers_progress_file_fresh_at_most_every_heartbeat(driver):
+    import os
+
+    from sweeper.results.summary import PROGRESS_FILE
+    from sweeper.runner import HEARTBEAT_S
+
+    searcher, callback, store, progress, specs = driver
+    recorder = callback.sink.recorder
+    path = store.path("tiny", PROGRESS_FILE)
+    callback.on_step_end(0, [])  # nothing written for HEARTBEAT_S yet (ever): written
+    assert os.path.exists(path)
+    os.remove(path)
+    callback.on_step_end(1, [])  # within HEARTBEAT_S of that write: not written again
+    assert not os.path.exists(path)
+    recorder._progress_at -= HEARTBEAT_S  # HEARTBEAT_S later
+    callback.on_step_end(2, [])
+    assert os.path.exists(path)

@@ -189,18 +189,23 @@ class _StrategySearcher(Searcher):
         self.again: list[list[TrialSpec]] = []  # packs whose trial Tune gave up on
         self.losses: dict[str, int] = {}  # first trial id of a pack -> trials given up on
 
-    def retry(self, trial_id: str) -> list[TrialSpec] | None:
-        """Propose the pack of a trial Tune gave up on again, as a new trial; None once that
-        pack has been given up on LOST_PACK_RETRIES times (it is the caller's then).
+    def retry(self, trial_id: str, failures: int = 1) -> list[TrialSpec] | None:
+        """Propose the pack of a trial Tune gave up on again, as a new trial; None once the
+        pack's workers were lost more than LOST_PACK_RETRIES times in all (`failures`: the
+        trial's own count, Tune's recoveries included), which is then the caller's to handle.
 
         Tune gives up on a trial early when it reuses a cached actor whose node is gone: the
         dead actor fails the trial twice over (its start and its reset task), and the second
         failure finds the trial already requeued, so it is errored, not recovered (Ray 2.60,
-        TuneController._actor_failed then _trial_task_failure).
+        TuneController._actor_failed then _trial_task_failure). A pack that kills every worker
+        it runs on (the OOM killer) spends the one budget, not a budget per trial.
+
+        A pack proposed again is trained even after a stop was requested, as Tune's own
+        recoveries are: it was started before the stop.
         """
         pack = self.packs.pop(trial_id)
         key = pack[0].trial_id
-        self.losses[key] = self.losses.get(key, 0) + 1
+        self.losses[key] = self.losses.get(key, 0) + max(1, failures)
         if self.losses[key] > LOST_PACK_RETRIES:
             return None
         self.again.append(pack)
@@ -270,9 +275,13 @@ class _StoreCallback(tune.Callback):
 
     def on_step_end(self, iteration, trials, **info):
         """A store that cannot write ends the run here: raised inside a trial's callback, Tune
-        would take it for the trial's failure and train the pack again."""
+        would take it for the trial's failure and train the pack again. Otherwise the
+        driver's heartbeat in its progress file (throttled by the sink)."""
         if self.fatal is not None:
             raise self.fatal
+        heartbeat = getattr(self.sink, "heartbeat", None)
+        if heartbeat is not None:
+            heartbeat()
 
     def on_trial_start(self, iteration, trials, trial, **info):
         if trial.trial_id not in self.started:
@@ -318,12 +327,16 @@ class _StoreCallback(tune.Callback):
             self.sink.finished(specs, results, attempts)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        """Tune gave up on the trial (its worker was lost): propose the pack again, or, lost
-        too often, leave it pending for the next run."""
+        """Tune gave up on the trial (its worker was lost): store its results if its final
+        report had arrived, else propose the pack again, or, lost too often, leave it pending
+        for the next run."""
+        if trial.trial_id in self.final:  # its results (or its code's error) arrived first
+            self.on_trial_complete(iteration, trials, trial)
+            return
         self.rows.pop(trial.trial_id, None)
         self.final.pop(trial.trial_id, None)
         pack = self.searcher.packs[trial.trial_id]
-        if self.searcher.retry(trial.trial_id) is None:
+        if self.searcher.retry(trial.trial_id, getattr(trial, "num_failures", 1)) is None:
             self.sink.lost(pack, _error_text(trial))
 
 

@@ -305,7 +305,10 @@ def progress_bytes(progress: dict) -> bytes:
                       indent=1).encode()
 
 
-LIVE_S = 30.0  # a progress file older than this, still "running", is a stalled driver
+# A progress file older than this, still "running", is a stalled driver. A live one rewrites
+# it at every pack's start and end, at its evaluations (at most once a second) and, on Ray, at
+# least every runner.HEARTBEAT_S.
+LIVE_S = 60.0
 
 
 def driver_state(progress: dict | None) -> tuple[str, float | None]:

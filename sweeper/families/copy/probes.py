@@ -113,11 +113,12 @@ def sweep_probe(path: str, seeds: int | Sequence[int], steps: Sequence[int],
     frames = []
     for cell in cells(sweep):
         specs = cell_specs(sweep, cell)
+        unknown = [] if isinstance(seeds, int) else sorted(set(seeds) - set(sweep.seeds))
+        if unknown:
+            raise ValueError(f"--seeds: got {', '.join(map(str, unknown))}, not seeds of the "
+                             f"sweep file; allowed: {', '.join(map(str, sweep.seeds))}")
         specs = (specs[:seeds] if isinstance(seeds, int)
                  else [s for s in specs if s.seed in set(seeds)])
-        if not specs:
-            raise ValueError(f"--seeds: got {list(seeds)}; allowed: seeds of the sweep file "
-                             f"({', '.join(map(str, sweep.seeds))})")
         frame = readout_saturation(specs, steps, sos_never_target)
         for column, value in cell.items():
             frame.insert(0, column, value)
@@ -161,8 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if steps[0] < 0 or seeds in (0, []) or (isinstance(seeds, int) and seeds < 0):
             raise ValueError
     except ValueError:
-        print("--steps/--seeds: got a bad value; allowed: steps as comma-separated integers "
-              ">= 0, seeds a count >= 1 or comma-separated seeds", file=sys.stderr)
+        print(f"--steps/--seeds: got {args.steps!r} and {args.seeds!r}; allowed: steps as "
+              "comma-separated integers >= 0, seeds a count >= 1 or comma-separated seeds",
+              file=sys.stderr)
         return 2
     from sweeper.errors import SweeperInputError
 
