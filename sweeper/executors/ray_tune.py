@@ -334,7 +334,6 @@ class _StoreCallback(tune.Callback):
             self.on_trial_complete(iteration, trials, trial)
             return
         self.rows.pop(trial.trial_id, None)
-        self.final.pop(trial.trial_id, None)
         pack = self.searcher.packs[trial.trial_id]
         if self.searcher.retry(trial.trial_id, getattr(trial, "num_failures", 1)) is None:
             self.sink.lost(pack, _error_text(trial))
