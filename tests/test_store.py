@@ -157,24 +157,47 @@ def test_files_are_written_whole_and_no_temporary_file_is_left(store, specs):
     assert manifest["task"] == "copy-v1"
 
 
+class _Killed(BaseException):
+    """The process's end (SIGKILL): no `except` or cleanup of the store's runs."""
+
+
 class _CrashBeforeRename(pafs.LocalFileSystem):
     """A disk on which the process dies between writing a temporary file and renaming it."""
 
     def move(self, src, dest):
-        raise OSError("killed before the rename")
+        raise _Killed("killed before the rename")
+
+
+class _RenameFails(pafs.LocalFileSystem):
+    """A disk whose rename fails (a folder made read-only, a lost mount)."""
+
+    def move(self, src, dest):
+        raise OSError(30, "Read-only file system")
 
 
 def test_a_crash_before_the_rename_leaves_no_half_file(store, specs):
     _write_in_packs(store, specs[:2])
     before = _snapshot(store)
     crashing = Store(_CrashBeforeRename(), store.root, store.uri)
-    with pytest.raises(OSError, match="killed before the rename"):
+    with pytest.raises(_Killed, match="killed before the rename"):
         crashing.write_pack(SWEEP, fake_results(specs[2:4]))
     leftovers = [p for p in all_files(store.root) if p.name.startswith(".tmp-")]
     assert leftovers, "the temporary file is what a crash leaves"
     assert _snapshot(store) == before  # readers never see it
     assert store.stored_ids(SWEEP) == {s.trial_id for s in specs[:2]}
     store.recover(SWEEP)
+    assert not [p for p in all_files(store.root) if p.name.startswith(".tmp-")]
+    assert _snapshot(store) == before
+
+
+def test_a_failed_rename_is_a_write_error_that_leaves_no_temp_file(store, specs):
+    from sweeper.results.errors import ResultsWriteError
+
+    _write_in_packs(store, specs[:2])
+    before = _snapshot(store)
+    failing = Store(_RenameFails(), store.root, store.uri)
+    with pytest.raises(ResultsWriteError, match="could not write .*Read-only file system"):
+        failing.write_pack(SWEEP, fake_results(specs[2:4]))
     assert not [p for p in all_files(store.root) if p.name.startswith(".tmp-")]
     assert _snapshot(store) == before
 
