@@ -403,6 +403,18 @@ time.sleep(float(os.environ.get("SIM_SLEEP", "0")))
 """
 
 
+# No site-packages (-S) and no user or environment paths (-I): the standard library only.
+_PYTHON_WITHOUT_RAY = """\
+#!/bin/sh
+exec "{python}" -I -S "$@"
+"""
+
+
+def _write_executable(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
 def _ephemeral_ports() -> range:
     """The kernel's range for ports picked at random (Ray's own services pick there)."""
     try:
@@ -469,10 +481,11 @@ def slurm_sim(tmp_path):
         "sweeper": _FAKE_SWEEPER.format(python=sys.executable),
     }
     for name, text in scripts.items():
-        path = bin_dir / name
-        path.write_text(text)
-        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    (bin_dir / "python").symlink_to(sys.executable)
+        _write_executable(bin_dir / name, text)
+    # A `python` first on PATH that cannot import Ray, as a login environment's may be: the
+    # script must run the interpreter of its `ray` command instead. A wrapper that execs this
+    # interpreter by its full path (a symlink would lose a virtualenv's packages).
+    _write_executable(bin_dir / "python", _PYTHON_WITHOUT_RAY.format(python=sys.executable))
 
     submit_dir = tmp_path / "repo"
     (submit_dir / "search_spaces").mkdir(parents=True)
@@ -554,6 +567,24 @@ def test_slurm_script_runs_a_two_node_cluster_and_stops_it(slurm_sim):
     _check_seen(seen_path)
     assert "2 of 2 Ray node(s) up" in result.stderr, log
     assert not _wait_gone(mark), "Ray processes of the job are still running"
+
+
+def test_slurm_script_names_a_python_without_ray_in_one_line(slurm_sim):
+    env, submit_dir, mark, seen_path = slurm_sim
+    without_ray = str(seen_path.parent / "bin" / "python")
+    env["SWEEPER_PYTHON"] = without_ray
+    started = time.monotonic()
+    result = subprocess.run(
+        ["bash", str(SLURM_SCRIPT), "search_spaces/quick.yaml"],
+        cwd=submit_dir, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert time.monotonic() - started < 60
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1, result.stderr
+    assert without_ray in errors[0] and "cannot import ray" in errors[0]
+    assert "No module named 'ray'" in errors[0]
+    assert not seen_path.exists() and not _pids_marked(mark)
 
 
 @pytest.mark.ray

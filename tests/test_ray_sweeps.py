@@ -295,10 +295,14 @@ def test_a_killed_sweep_resumes_with_every_trial_stored_once(tmp_path):
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
                                 env=subprocess_env(), start_new_session=True)
         try:
+            # Kill once a trial is stored and Tune has written its experiment folder (it may
+            # write it after the first result arrives): the checks below need both.
             deadline = time.monotonic() + RUN_TIMEOUT
-            while not parquet_files(results, name, "trials"):
+            while not (parquet_files(results, name, "trials") and _tune_dirs(name)):
                 assert proc.poll() is None, "the sweep ended before it could be killed"
-                assert time.monotonic() < deadline, "no trial was stored in time"
+                assert time.monotonic() < deadline, (
+                    f"in {RUN_TIMEOUT} s: a stored trial {bool(parquet_files(results, name, 'trials'))}"
+                    f", Tune's experiment folder {bool(_tune_dirs(name))}")
                 time.sleep(0.2)
             still_running = proc.poll() is None
         finally:
