@@ -6,8 +6,11 @@ plain one it replaces.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
+from native_helpers import require_native
 
 from sweeper.layers import recurrence as R
 
@@ -40,8 +43,22 @@ def _plain_gru(x, w_hh, b_hh, h0):
     return torch.stack(out)
 
 
+PATHS = ["native", "reference"]
+
+
+def _recurrences(path: str):
+    """R.lstm and R.gru on one path: the fused native loops or the TorchScript reference."""
+    if path == "native":
+        require_native()
+    reference = path == "reference"
+    return (functools.partial(R.lstm, reference=reference),
+            functools.partial(R.gru, reference=reference))
+
+
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_recurrence_forward_and_gradients_match_autograd_of_the_plain_loop(cell):
+def test_recurrence_forward_and_gradients_match_autograd_of_the_plain_loop(cell, path):
+    lstm, gru = _recurrences(path)
     gen = torch.Generator().manual_seed(0)
     K, B, S, d = 2, 3, 5, 4
     G = 4 if cell == "lstm" else 3
@@ -49,7 +66,7 @@ def test_recurrence_forward_and_gradients_match_autograd_of_the_plain_loop(cell)
     h0 = _rand(K, B, d, gen=gen)
     extra = [_rand(K, B, d, gen=gen)] if cell == "lstm" else [_rand(K, G * d, gen=gen)]
     inputs = [x, w, h0, extra[0]] if cell == "lstm" else [x, w, extra[0], h0]
-    fast, plain = (R.lstm, _plain_lstm) if cell == "lstm" else (R.gru, _plain_gru)
+    fast, plain = (lstm, _plain_lstm) if cell == "lstm" else (gru, _plain_gru)
     ours, theirs = fast(*inputs), plain(*inputs)
     ours = ours if isinstance(ours, tuple) else (ours,)
     theirs = theirs if isinstance(theirs, tuple) else (theirs,)
@@ -62,17 +79,19 @@ def test_recurrence_forward_and_gradients_match_autograd_of_the_plain_loop(cell)
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_recurrence_passes_gradcheck(cell):
+def test_recurrence_passes_gradcheck(cell, path):
+    lstm, gru = _recurrences(path)
     gen = torch.Generator().manual_seed(1)
     K, B, S, d = 2, 2, 3, 2
     G = 4 if cell == "lstm" else 3
     x, w = _rand(S, K, B, G * d, gen=gen), _rand(K, d, G * d, gen=gen)
     h0 = _rand(K, B, d, gen=gen)
     if cell == "lstm":
-        assert torch.autograd.gradcheck(R.lstm, (x, w, h0, _rand(K, B, d, gen=gen)))
+        assert torch.autograd.gradcheck(lstm, (x, w, h0, _rand(K, B, d, gen=gen)))
     else:
-        assert torch.autograd.gradcheck(R.gru, (x, w, _rand(K, G * d, gen=gen), h0))
+        assert torch.autograd.gradcheck(gru, (x, w, _rand(K, G * d, gen=gen), h0))
 
 
 def test_fast_tanh_is_tanh():

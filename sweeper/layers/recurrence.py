@@ -1,5 +1,9 @@
 """LSTM and GRU recurrences for K packed models, with hand-written backward passes.
 
+Two implementations of the same loops: the fused native ones (sweeper/layers/native, C++, one
+matmul and one elementwise pass per step; built on first use) and the TorchScript ones below,
+the reference path, used where the native ones cannot be built or with SWEEPER_NATIVE=0.
+
     states, c_last = lstm_rows(table, rows, w_hh, h0, c0)  # input (t, k, b): table[rows[t, k, b]]
     states = gru_rows(table, rows, w_hh, b_hh, h0)
     states, c_last = lstm(x, w_hh, h0, c0)                 # the same, inputs x [S, K, B, G d]
@@ -33,6 +37,8 @@ from __future__ import annotations
 import warnings
 
 import torch
+
+from sweeper.layers import native
 
 
 def fast_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -155,15 +161,26 @@ _lstm_forward, _lstm_backward = _script(_lstm_forward), _script(_lstm_backward)
 _gru_forward, _gru_backward = _script(_gru_forward), _script(_gru_backward)
 
 
+def _loops(reference: bool):
+    """The loops to run: the fused native ones (sweeper.layers.native) when they are built and
+    the caller does not ask for the reference, else the TorchScript ones above. Both fill the
+    same buffers with the same values (tests/test_native_recurrence.py)."""
+    ops = None if reference else native.recurrence_ops()
+    if ops is None:
+        return _lstm_forward, _lstm_backward, _gru_forward, _gru_backward
+    return ops.lstm_forward, ops.lstm_backward, ops.gru_forward, ops.gru_backward
+
+
 class _LSTM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, table, rows, w_hh, h0, c0):
+    def forward(ctx, table, rows, w_hh, h0, c0, reference=False):
         S, K, B = rows.shape
         G = table.shape[1]
         scale = _gate_scale(table, 4, G // 4)
         acts = table.new_empty(S, K, B, G)  # sigmoid(i), sigmoid(f), sigmoid(2 g), sigmoid(o)
         c2s, tcs, hs = (table.new_empty(S, K, B, G // 4) for _ in range(3))  # 2c, tanh c, h
-        _lstm_forward(table * scale, rows, w_hh * scale, h0, c0, acts, c2s, tcs, hs)
+        ctx.loops = _loops(reference)
+        ctx.loops[0](table * scale, rows, w_hh * scale, h0, c0, acts, c2s, tcs, hs)
         ctx.save_for_backward(rows, w_hh, h0, c0, acts, c2s, tcs, hs)
         ctx.table_shape = table.shape
         return hs, c2s[-1] * 0.5
@@ -174,14 +191,14 @@ class _LSTM(torch.autograd.Function):
         grad_hs = grad_hs if grad_hs is not None else torch.zeros_like(hs)
         dc = grad_c_last if grad_c_last is not None else torch.zeros_like(c0)
         d_table = acts.new_zeros(ctx.table_shape)
-        d_w, dh0, dc0 = _lstm_backward(rows, w_hh, h0, c0, acts, c2s, tcs, hs, grad_hs, dc,
-                                       d_table)
-        return d_table, None, d_w, dh0, dc0
+        d_w, dh0, dc0 = ctx.loops[1](rows, w_hh, h0, c0, acts, c2s, tcs, hs, grad_hs, dc,
+                                     d_table)
+        return d_table, None, d_w, dh0, dc0, None
 
 
 class _GRU(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, table, rows, w_hh, b_hh, h0):
+    def forward(ctx, table, rows, w_hh, b_hh, h0, reference=False):
         S, K, B = rows.shape
         G = table.shape[1]
         d = G // 3
@@ -189,7 +206,8 @@ class _GRU(torch.autograd.Function):
         hps = table.new_empty(S, K, B, G)  # W_hh h + b_hh (n part doubled)
         rz = table.new_empty(S, K, B, 2 * d)  # r, z
         ns, hs = table.new_empty(S, K, B, d), table.new_empty(S, K, B, d)  # n, h
-        _gru_forward(table * scale, rows, w_hh * scale, (b_hh * scale)[:, None], h0, hps, rz,
+        ctx.loops = _loops(reference)
+        ctx.loops[2](table * scale, rows, w_hh * scale, (b_hh * scale)[:, None], h0, hps, rz,
                      ns, hs)
         ctx.save_for_backward(rows, w_hh, h0, rz, ns, hps, hs)
         ctx.table_shape = table.shape
@@ -199,22 +217,23 @@ class _GRU(torch.autograd.Function):
     def backward(ctx, grad_hs):
         rows, w_hh, h0, rz, ns, hps, hs = ctx.saved_tensors
         d_table = hs.new_zeros(ctx.table_shape)
-        d_w, d_b, dh0 = _gru_backward(rows, w_hh, h0, rz, ns, hps, hs, grad_hs, d_table)
-        return d_table, None, d_w, d_b, dh0
+        d_w, d_b, dh0 = ctx.loops[3](rows, w_hh, h0, rz, ns, hps, hs, grad_hs, d_table)
+        return d_table, None, d_w, d_b, dh0, None
 
 
 def lstm_rows(table: torch.Tensor, rows: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor,
-              c0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+              c0: torch.Tensor, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """table [R, 4d] (input projections incl. b_ih + b_hh), rows [S, K, B] long, w_hh
-    [K, d, 4d], h0, c0 [K, B, d] -> states [S, K, B, d] and the last cell state [K, B, d]."""
-    return _LSTM.apply(table, rows, w_hh, h0, c0)
+    [K, d, 4d], h0, c0 [K, B, d] -> states [S, K, B, d] and the last cell state [K, B, d].
+    `reference`: the TorchScript loops even where the native ones are built."""
+    return _LSTM.apply(table, rows, w_hh, h0, c0, reference)
 
 
 def gru_rows(table: torch.Tensor, rows: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor,
-             h0: torch.Tensor) -> torch.Tensor:
+             h0: torch.Tensor, reference: bool = False) -> torch.Tensor:
     """table [R, 3d] (input projections incl. b_ih), rows [S, K, B] long, w_hh [K, d, 3d],
     b_hh [K, 3d], h0 [K, B, d] -> states [S, K, B, d]."""
-    return _GRU.apply(table, rows, w_hh, b_hh, h0)
+    return _GRU.apply(table, rows, w_hh, b_hh, h0, reference)
 
 
 def _identity_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -223,16 +242,16 @@ def _identity_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def lstm(x: torch.Tensor, w_hh: torch.Tensor, h0: torch.Tensor,
-         c0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+         c0: torch.Tensor, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """x [S, K, B, 4d] (x W_ih + b_ih + b_hh, time-major), w_hh [K, d, 4d], h0, c0 [K, B, d].
 
     Returns the states [S, K, B, d] and the last cell state [K, B, d].
     """
-    return lstm_rows(*_identity_rows(x), w_hh, h0, c0)
+    return lstm_rows(*_identity_rows(x), w_hh, h0, c0, reference)
 
 
 def gru(x: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor,
-        h0: torch.Tensor) -> torch.Tensor:
+        h0: torch.Tensor, reference: bool = False) -> torch.Tensor:
     """x [S, K, B, 3d] (x W_ih + b_ih, time-major), w_hh [K, d, 3d], b_hh [K, 3d], h0 [K, B, d]
     -> the states [S, K, B, d]."""
-    return gru_rows(*_identity_rows(x), w_hh, b_hh, h0)
+    return gru_rows(*_identity_rows(x), w_hh, b_hh, h0, reference)

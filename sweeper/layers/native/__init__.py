@@ -1,0 +1,118 @@
+"""The native (C++) recurrences, built on first use and cached; None where they cannot be.
+
+    ops = native.recurrence_ops()   # the compiled module, or None (a one-line notice, once)
+
+`recurrence.cpp` fuses each time step of the LSTM and GRU (forward and backward) into one
+matmul and one elementwise pass; `sweeper.layers.recurrence` keeps the TorchScript loops as the
+reference path and uses them wherever this returns None: no C++ compiler, no `ninja`, a failed
+build, or `SWEEPER_NATIVE=0` in the environment (the way to compare the two paths).
+
+The build goes through torch.utils.cpp_extension into its cache (TORCH_EXTENSIONS_DIR, by
+default ~/.cache/torch_extensions), once per machine and torch version: 30-90 s on 2 cores, then
+a load of well under a second. The module's name carries the instruction set it was compiled for
+(`-march` is chosen from this CPU's flags), so a cache shared by machines of different kinds
+keeps one build per kind. Processes that start at once wait on torch's build lock; a lock left
+by a build that was killed is removed once it is older than any build takes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+SOURCE = Path(__file__).with_name("recurrence.cpp")
+STALE_LOCK_S = 15 * 60  # longer than any build: a lock this old belongs to a killed build
+
+_ops: ModuleType | None = None
+_tried = False
+
+
+def enabled() -> bool:
+    """False when the environment asks for the reference path (SWEEPER_NATIVE=0)."""
+    return os.environ.get("SWEEPER_NATIVE", "1").strip().lower() not in ("0", "false", "no")
+
+
+def recurrence_ops() -> ModuleType | None:
+    """The compiled recurrences, built on the first call of a process; None if unavailable."""
+    global _ops, _tried
+    if not enabled():
+        return None
+    if not _tried:
+        _tried = True
+        try:
+            _ops = _build()
+        except Exception as error:  # noqa: BLE001 - any build failure falls back
+            reason = " ".join(str(error).split())[:200] or type(error).__name__
+            print(f"sweeper: native recurrence unavailable ({reason}); using the reference "
+                  "path (slower; see docs/performance.md)", file=sys.stderr)
+            _ops = None
+    return _ops
+
+
+def instruction_set() -> tuple[str, list[str]]:
+    """The widest vector instruction set this CPU has: a name and the compiler flags for it."""
+    try:
+        flags = set()
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        flags = set()
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        return "avx512", ["-march=x86-64-v4"]
+    if {"avx2", "fma", "bmi2"} <= flags:
+        return "avx2", ["-march=x86-64-v3"]
+    return "generic", []
+
+
+def build_name() -> str:
+    """The cache name: instruction set and a hash of the source and flags."""
+    isa, flags = instruction_set()
+    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(_cflags(flags)).encode())
+    return f"sweeper_recurrence_{isa}_{digest.hexdigest()[:10]}"
+
+
+def _cflags(isa_flags: list[str]) -> list[str]:
+    # No -ffast-math: inf and NaN must keep their meaning (a diverged model's loss). Without
+    # errno and traps GCC vectorises the elementwise loops, the float exp included.
+    return ["-O3", *isa_flags, "-fno-math-errno", "-fno-trapping-math"]
+
+
+def _build() -> ModuleType:
+    from torch.utils import cpp_extension
+
+    _put_ninja_on_path()
+    name = build_name()
+    build_dir = Path(cpp_extension._get_build_directory(name, verbose=False))
+    _remove_stale_lock(build_dir / "lock")
+    built = any(build_dir.glob(f"{name}*.so"))
+    if not built:
+        print("sweeper: building the native recurrence (once per machine, about a minute)",
+              file=sys.stderr)
+    return cpp_extension.load(name=name, sources=[str(SOURCE)], verbose=False,
+                              extra_cflags=_cflags(instruction_set()[1]))
+
+
+def _put_ninja_on_path() -> None:
+    """torch runs `ninja` from PATH; the `ninja` package's binary is there only in an activated
+    environment, so its folder is added (a venv's python run by its full path finds it too)."""
+    try:
+        import ninja
+    except ImportError:
+        return
+    folder = getattr(ninja, "BIN_DIR", None)
+    if folder and folder not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = folder + os.pathsep + os.environ.get("PATH", "")
+
+
+def _remove_stale_lock(lock: Path) -> None:
+    try:
+        if time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+            lock.unlink()
+    except FileNotFoundError:
+        pass
