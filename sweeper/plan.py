@@ -124,11 +124,26 @@ def form_packs(specs: Iterable[TrialSpec], pack_size: int | None,
         return []
     members = list(groups.values())
     if pack_size:
-        return [g[i:i + pack_size] for g in members for i in range(0, len(g), pack_size)]
+        return longest_first([g[i:i + pack_size] for g in members
+                              for i in range(0, len(g), pack_size)])
     cap = MAX_GPU_PACK if members[0][0].device.startswith("cuda") else MAX_CPU_PACK
     caps = [cap if pack_bytes is None else _memory_cap(g, pack_bytes, cap) for g in members]
     counts = pack_counts([len(g) for g in members], max(1, workers), caps)
-    return [pack for g, n in zip(members, counts) for pack in _cut(g, n)]
+    return longest_first([pack for g, n in zip(members, counts) for pack in _cut(g, n)])
+
+
+def pack_cost(pack: list[TrialSpec]) -> float:
+    """A pack's relative cost, for ordering only: models x steps x the family's memory
+    estimate of one step (activations grow with the same shapes as the work: length, width,
+    heads, vocabulary, batch)."""
+    spec = pack[0]
+    return len(pack) * spec.train["steps"] * max(1, spec.memory_bytes())
+
+
+def longest_first(packs: list[list[TrialSpec]]) -> list[list[TrialSpec]]:
+    """Packs in decreasing cost (ties keep their order): handed out in this order, the slowest
+    pack starts first and no worker idles at the end while another trains it."""
+    return sorted(packs, key=pack_cost, reverse=True)
 
 
 @dataclass

@@ -32,7 +32,15 @@ TRAIN_PARAMS = (
     Param("steps", int, 200, "optimiser steps", low=1, high=10_000_000),
     Param("eval_every", int, 10, "steps between evaluations", low=1, high=10_000_000),
     Param("eval_size", int, 128, "fresh evaluation sequences (copy)", low=1, high=1_000_000),
+    # The probes (copy: the KTIW probe, uniform-attention accuracy, the per-component metrics)
+    # cost 2-3 training steps an evaluation at the calibrated scale (docs/performance.md);
+    # null keeps them at every evaluation on the whole evaluation batch.
+    Param("probe_every", int, None, "steps between probe evaluations, a multiple of "
+          "eval_every (null: every evaluation)", low=1, high=10_000_000, nullable=True),
+    Param("probe_size", int, None, "sequences the probes use, at most eval_size (null: "
+          "eval_size)", low=1, high=1_000_000, nullable=True),
 )
+OPTIONAL_TRAIN = ("probe_every", "probe_size")  # hashed only when set: ids made before stay
 TRAIN_ENTRY = Entry("train", lambda **kw: kw, TRAIN_PARAMS)
 
 
@@ -57,8 +65,10 @@ class TrialSpec:
                 # "optim" only here, in the hashed form (ids stay those of stores made before
                 # the columns became train.optimizer / train.lr)
                 "optim": {"name": self.train["optimizer"], "lr": self.train["lr"]},
-                "train": {k: self.train[k] for k in ("batch_size", "steps", "eval_every",
-                                                     "eval_size")},
+                "train": {**{k: self.train[k] for k in ("batch_size", "steps", "eval_every",
+                                                        "eval_size")},
+                          **{k: self.train[k] for k in OPTIONAL_TRAIN
+                             if self.train.get(k) is not None}},
                 "seed": self.seed}
 
     def canonical_json(self) -> str:
@@ -133,6 +143,7 @@ def make_spec(task: str, model: str, task_params: Mapping[str, Any] | None = Non
     if resolved_train["batch_size"] is None and not family.full_batch:
         raise ParameterError(f"train.batch_size: got null; allowed: an integer >= 1 (the "
                              f"{family.name} family has no full batch)")
+    _check_probes(resolved_train)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ParameterError(f"seed: got {seed!r}; allowed: an integer >= 0")
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
@@ -140,6 +151,23 @@ def make_spec(task: str, model: str, task_params: Mapping[str, Any] | None = Non
     return TrialSpec(task, model, task_entry.resolve(task_params or {}, "task"),
                      model_entry.resolve(model_params or {}, "model"), resolved_train, seed,
                      device)
+
+
+def _check_probes(train: Mapping[str, Any]) -> None:
+    every, size = train["probe_every"], train["probe_size"]
+    if every is not None and every % train["eval_every"]:
+        raise ParameterError(f"train.probe_every: got {every}; allowed: a multiple of "
+                             f"train.eval_every ({train['eval_every']}) or null")
+    if size is not None and size > train["eval_size"]:
+        raise ParameterError(f"train.probe_size: got {size}; allowed: at most train.eval_size "
+                             f"({train['eval_size']}) or null")
+
+
+def is_probe_step(train: Mapping[str, Any], step: int) -> bool:
+    """Whether the evaluation at `step` runs the probes: every evaluation without probe_every,
+    else its multiples and the last step."""
+    every = train.get("probe_every")
+    return every is None or step % every == 0 or step == train["steps"]
 
 
 def spec_from_config(config: Mapping[str, Any], device: str = "cpu") -> TrialSpec:

@@ -19,7 +19,7 @@ import torch
 
 from sweeper.errors import SweeperError
 from sweeper.optim import PackedOptimizer
-from sweeper.spec import TrialResult, TrialSpec, outcomes_of
+from sweeper.spec import TrialResult, TrialSpec, is_probe_step, outcomes_of
 
 Report = Callable[[int, list[dict[str, Any]]], None]  # (step, one metrics row per model)
 
@@ -48,7 +48,9 @@ def train_pack(specs: list[TrialSpec], report: Report | None = None,
 
     for step in range(steps + 1):
         if step % eval_every == 0 or step == steps:
-            rows = _to_rows(experiment.evaluate(), alive)
+            metrics = (experiment.evaluate() if is_probe_step(first.train, step)
+                       else experiment.evaluate(probes=False))
+            rows = _to_rows(metrics, alive)
             for k, row in enumerate(rows):
                 if diverged_at[k] is None:
                     trajectories[k]["step"].append(step)

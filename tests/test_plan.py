@@ -25,7 +25,15 @@ from sweep_helpers import (
 import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.cli import main
 from sweeper.errors import SweeperInputError
-from sweeper.plan import MAX_CPU_PACK, cells, expand, form_packs, make_plan, pack_counts
+from sweeper.plan import (
+    MAX_CPU_PACK,
+    cells,
+    expand,
+    form_packs,
+    make_plan,
+    pack_cost,
+    pack_counts,
+)
 from sweeper.results import Store
 from sweeper.search_space import parse_sweep
 from sweeper.spec import make_spec
@@ -212,6 +220,17 @@ def test_automatic_packs_fit_the_memory_a_pack_may_use_per_shape():
     assert all(sum(s.memory_bytes() for s in p) <= 2 * large for p in packs)
     # an explicit pack size is the caller's to check (sweeper.api.check_memory refuses it)
     assert [len(p) for p in form_packs(specs, 8, 1, pack_bytes=2 * large)] == [8, 8]
+
+
+def test_packs_are_handed_out_longest_first_so_the_slowest_starts_first():
+    quick = expand(parse_sweep((REPO / "search_spaces" / "quick.yaml").read_text()))
+    for packs in (form_packs(quick, None, 2), form_packs(quick, 5, 2)):
+        costs = [pack_cost(p) for p in packs]
+        assert costs == sorted(costs, reverse=True)
+        assert packs[0][0].model_params["heads"] == 4  # four heads cost more than one
+        assert packs[-1][0].model_params["heads"] == 1
+    assert sorted(s.trial_id for p in form_packs(quick, None, 2) for s in p) == sorted(
+        s.trial_id for s in quick)
 
 
 def test_pack_counts_keep_groups_whole_up_to_the_cap():

@@ -202,6 +202,54 @@ def test_copy_trajectory_has_every_metric_at_every_eval_step_and_the_last():
     assert result.trial_id == spec.trial_id and result.wall_time_s > 0
 
 
+PROBES = ("ktiw_acc", "uniform_acc", "loss_block", "accuracy_block", "attn_acc_block",
+          "loss_open", "accuracy_open", "attn_acc_open")
+
+
+def _copy_spec(**train):
+    return make_spec("copy-v1", "seq2seq", {"length": 5, "cooccurrence": 0.4, "hardness": 0.5},
+                     {"width": 8, "heads": 2},
+                     {"steps": 12, "eval_every": 2, "batch_size": 8, "eval_size": 8, **train})
+
+
+def test_probes_run_every_probe_every_steps_and_leave_the_other_metrics_unchanged():
+    every = train(_copy_spec()).trajectory
+    sparse = train(_copy_spec(probe_every=6)).trajectory
+    assert sparse["step"] == every["step"] == [0, 2, 4, 6, 8, 10, 12]
+    for name in every:
+        if name in PROBES:  # measured at 0, 6, 12 only, with the very same values there
+            for step, x, y in zip(every["step"], sparse[name], every[name]):
+                assert (x == y) if step % 6 == 0 else math.isnan(x), (name, step)
+        else:  # the evaluation stream is drawn the same way: identical numbers
+            assert sparse[name] == every[name], name
+
+
+def test_probe_size_probes_the_first_sequences_of_the_evaluation_batch():
+    full = train(_copy_spec()).trajectory
+    small = train(_copy_spec(probe_size=3)).trajectory
+    for name in full:
+        if name not in PROBES:
+            assert small[name] == full[name], name
+    assert small["ktiw_acc"] != full["ktiw_acc"]  # 3 x 6 steps, not 8 x 6
+
+
+def test_probe_settings_change_the_trial_id_only_when_set():
+    plain = _copy_spec()
+    assert "probe_every" not in plain.config()["train"]  # ids of stores made before hold
+    assert _copy_spec(probe_every=None).trial_id == plain.trial_id
+    assert len({plain.trial_id, _copy_spec(probe_every=6).trial_id,
+                _copy_spec(probe_size=4).trial_id}) == 3
+
+
+@pytest.mark.parametrize("train_params,message", [
+    ({"probe_every": 5}, "train.probe_every: got 5; allowed: a multiple of train.eval_every (2)"),
+    ({"probe_size": 9}, "train.probe_size: got 9; allowed: at most train.eval_size (8)"),
+])
+def test_probe_settings_out_of_step_with_the_evaluation_are_refused(train_params, message):
+    with pytest.raises(SweeperError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        _copy_spec(**train_params)
+
+
 def test_topic_trajectory_has_per_word_lists_and_outcomes_with_the_class_count():
     spec = make_spec("topic-v1", "kq-attention", {"vocab": 30, "samples": 60, "classes": 3,
                                                   "topic_words": 2}, {},

@@ -44,13 +44,15 @@ class Experiment(Protocol):
     Built as `Experiment(specs, dtype, device)`; `model` holds the K models (a leading model dim
     K on every parameter); `train_loss()` returns one mean loss per model [K]; `evaluate()`
     returns each of the family's metrics as a [K] tensor ([K, n] for a per-item metric).
+    `evaluate(probes=False)` may leave out (as NaN) the metrics that are costly to measure
+    (copy: the probes); it is called so only between `train.probe_every` steps.
     """
 
     model: Any  # torch.nn.Module
 
     def train_loss(self) -> Any: ...
 
-    def evaluate(self) -> dict[str, Any]: ...
+    def evaluate(self, probes: bool = True) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

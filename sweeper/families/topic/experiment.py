@@ -56,7 +56,8 @@ class TopicExperiment:
         return self._loss(TopicData(words, self.train.labels.gather(1, idx)))
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, torch.Tensor]:
+    def evaluate(self, probes: bool = True) -> dict[str, torch.Tensor]:
+        """Every metric, `probes` or not: none of the topic family's is costly."""
         logits, attn = self.model.forward_bags(self.test_bags)
         val_logits, _ = self.model.forward_bags(self.val_bags, attention=False)
         n_topic, model = self.task.n_topic, self.model
