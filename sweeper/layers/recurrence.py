@@ -164,8 +164,8 @@ _gru_forward, _gru_backward = _script(_gru_forward), _script(_gru_backward)
 def _loops(reference: bool):
     """The loops to run: the fused native ones (sweeper.layers.native) when they are built and
     the caller does not ask for the reference, else the TorchScript ones above. Both fill the
-    same buffers with the same values (tests/test_native_recurrence.py)."""
-    ops = None if reference else native.recurrence_ops()
+    same buffers with the same values (tests/test_native_kernels.py)."""
+    ops = None if reference else native.ops()
     if ops is None:
         return _lstm_forward, _lstm_backward, _gru_forward, _gru_backward
     return ops.lstm_forward, ops.lstm_backward, ops.gru_forward, ops.gru_backward

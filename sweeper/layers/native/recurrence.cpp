@@ -10,35 +10,13 @@
 // into the weights by the caller, so every activation is one sigmoid.
 #include <torch/extension.h>
 
-#include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <vector>
+
+#include "fast_math.h"
 
 namespace {
 
-// exp for float32 in a form GCC vectorises (no library call): Cephes' expf, range reduction by
-// ln 2 and a degree-6 polynomial; relative error below 1e-7 (float rounding is 6e-8). Rounding
-// to the nearest integer by the 1.5 * 2^23 trick; the clamp keeps 2^n a normal float.
-inline float exp_vectorisable(float x) {
-  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
-inline float sigmoid(float x) { return 1.0f / (1.0f + exp_vectorisable(-x)); }
-inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }  // float64: exact
+using sweeper_native::sigmoid;
 
 // ---------------------------------------------------------------------------------------------
 // LSTM. acts = sigmoid of (i, f, 2g, o) pre-activations; c2s = 2 c; tcs = tanh c; hs = h.
@@ -48,21 +26,21 @@ void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const a
                        at::Tensor& c2s, at::Tensor& tcs, at::Tensor& hs) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
   const int64_t G = table2.size(1), d = G / 4, KB = K * B;
-  const T* table = table2.data_ptr<T>();
+  const T* __restrict__ table = table2.data_ptr<T>();
   const int64_t* row = rows.data_ptr<int64_t>();
   at::Tensor c2_start = c0 * 2;
   for (int64_t t = 0; t < S; ++t) {
     at::Tensor a_t = acts[t];
     at::bmm_out(a_t, t == 0 ? h0 : hs[t - 1], w2);  // h_{t-1} W_hh  [K, B, G d]
-    T* a = a_t.data_ptr<T>();
-    const T* c2_prev = (t == 0 ? c2_start : c2s[t - 1]).data_ptr<T>();
-    T* c2 = c2s[t].data_ptr<T>();
-    T* tc = tcs[t].data_ptr<T>();
-    T* h = hs[t].data_ptr<T>();
+    T* __restrict__ a = a_t.data_ptr<T>();
+    const T* __restrict__ c2_prev = (t == 0 ? c2_start : c2s[t - 1]).data_ptr<T>();
+    T* __restrict__ c2 = c2s[t].data_ptr<T>();
+    T* __restrict__ tc = tcs[t].data_ptr<T>();
+    T* __restrict__ h = hs[t].data_ptr<T>();
     const int64_t* row_t = row + t * KB;
     for (int64_t kb = 0; kb < KB; ++kb) {
-      T* g = a + kb * G;
-      const T* x = table + row_t[kb] * G;
+      T* __restrict__ g = a + kb * G;
+      const T* __restrict__ x = table + row_t[kb] * G;
       for (int64_t j = 0; j < G; ++j) g[j] = sigmoid(g[j] + x[j]);
       const int64_t o = kb * d;
       for (int64_t j = 0; j < d; ++j) {
@@ -93,19 +71,19 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
   at::Tensor dc = dc_in.clone();
   at::Tensor c2_start = c0 * 2;
   at::Tensor dh0;
-  T* dg = dgates.data_ptr<T>();
-  T* dt = d_table.data_ptr<T>();
-  T* dcp = dc.data_ptr<T>();
+  T* __restrict__ dg = dgates.data_ptr<T>();
+  T* __restrict__ dt = d_table.data_ptr<T>();
+  T* __restrict__ dcp = dc.data_ptr<T>();
   const int64_t* row = rows.data_ptr<int64_t>();
   for (int64_t t = S - 1; t >= 0; --t) {
-    const T* a = acts[t].data_ptr<T>();
-    const T* tc = tcs[t].data_ptr<T>();
-    const T* c2_prev = (t == 0 ? c2_start : c2s[t - 1]).data_ptr<T>();
-    const T* dhp = dh.data_ptr<T>();
+    const T* __restrict__ a = acts[t].data_ptr<T>();
+    const T* __restrict__ tc = tcs[t].data_ptr<T>();
+    const T* __restrict__ c2_prev = (t == 0 ? c2_start : c2s[t - 1]).data_ptr<T>();
+    const T* __restrict__ dhp = dh.data_ptr<T>();
     const int64_t* row_t = row + t * KB;
     for (int64_t kb = 0; kb < KB; ++kb) {
-      const T* g = a + kb * G;
-      T* out = dg + kb * G;
+      const T* __restrict__ g = a + kb * G;
+      T* __restrict__ out = dg + kb * G;
       const int64_t o = kb * d;
       for (int64_t j = 0; j < d; ++j) {
         const T i = g[j], f = g[d + j], sg = g[2 * d + j], og = g[3 * d + j];
@@ -117,7 +95,7 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
         out[3 * d + j] = dhv * tcv * (og - og * og);
         dcp[o + j] = dcv * f;
       }
-      T* target = dt + row_t[kb] * G;
+      T* __restrict__ target = dt + row_t[kb] * G;
       for (int64_t j = 0; j < G; ++j) target[j] += out[j];
     }
     const at::Tensor h_prev = t == 0 ? h0 : hs[t - 1];
@@ -139,22 +117,22 @@ void gru_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const at
                       at::Tensor& rz, at::Tensor& ns, at::Tensor& hs) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
   const int64_t G = table2.size(1), d = G / 3, KB = K * B;
-  const T* table = table2.data_ptr<T>();
+  const T* __restrict__ table = table2.data_ptr<T>();
   const int64_t* row = rows.data_ptr<int64_t>();
   for (int64_t t = 0; t < S; ++t) {
     at::Tensor hp_t = hps[t];
     const at::Tensor h_prev_t = t == 0 ? h0 : hs[t - 1];
     at::baddbmm_out(hp_t, b2, h_prev_t, w2);  // [K, B, 3d]
-    const T* hp = hp_t.data_ptr<T>();
-    const T* h_prev = h_prev_t.data_ptr<T>();
-    T* rzp = rz[t].data_ptr<T>();
-    T* n = ns[t].data_ptr<T>();
-    T* h = hs[t].data_ptr<T>();
+    const T* __restrict__ hp = hp_t.data_ptr<T>();
+    const T* __restrict__ h_prev = h_prev_t.data_ptr<T>();
+    T* __restrict__ rzp = rz[t].data_ptr<T>();
+    T* __restrict__ n = ns[t].data_ptr<T>();
+    T* __restrict__ h = hs[t].data_ptr<T>();
     const int64_t* row_t = row + t * KB;
     for (int64_t kb = 0; kb < KB; ++kb) {
-      const T* x = table + row_t[kb] * G;
-      const T* p = hp + kb * G;
-      T* gates = rzp + kb * 2 * d;
+      const T* __restrict__ x = table + row_t[kb] * G;
+      const T* __restrict__ p = hp + kb * G;
+      T* __restrict__ gates = rzp + kb * 2 * d;
       for (int64_t j = 0; j < 2 * d; ++j) gates[j] = sigmoid(x[j] + p[j]);
       const int64_t o = kb * d;
       for (int64_t j = 0; j < d; ++j) {
@@ -181,25 +159,25 @@ std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tens
   at::Tensor dhp_t = at::empty({K, B, G}, hs.options());
   at::Tensor carry = at::empty({K, B, d}, hs.options());
   at::Tensor dh = grad_hs[S - 1].clone();
-  T* dhp = dhp_t.data_ptr<T>();
-  T* dt = d_table.data_ptr<T>();
-  T* db = d_b.data_ptr<T>();
-  T* cr = carry.data_ptr<T>();
+  T* __restrict__ dhp = dhp_t.data_ptr<T>();
+  T* __restrict__ dt = d_table.data_ptr<T>();
+  T* __restrict__ db = d_b.data_ptr<T>();
+  T* __restrict__ cr = carry.data_ptr<T>();
   const int64_t* row = rows.data_ptr<int64_t>();
   for (int64_t t = S - 1; t >= 0; --t) {
-    const T* gates = rz[t].data_ptr<T>();
-    const T* n = ns[t].data_ptr<T>();
-    const T* hp = hps[t].data_ptr<T>();
+    const T* __restrict__ gates = rz[t].data_ptr<T>();
+    const T* __restrict__ n = ns[t].data_ptr<T>();
+    const T* __restrict__ hp = hps[t].data_ptr<T>();
     const at::Tensor h_prev_t = t == 0 ? h0 : hs[t - 1];
-    const T* h_prev = h_prev_t.data_ptr<T>();
-    const T* g_prev = t == 0 ? nullptr : grad_hs[t - 1].data_ptr<T>();
-    const T* dhv = dh.data_ptr<T>();
+    const T* __restrict__ h_prev = h_prev_t.data_ptr<T>();
+    const T* __restrict__ g_prev = t == 0 ? nullptr : grad_hs[t - 1].data_ptr<T>();
+    const T* __restrict__ dhv = dh.data_ptr<T>();
     const int64_t* row_t = row + t * KB;
     for (int64_t kb = 0; kb < KB; ++kb) {
-      const T* gr = gates + kb * 2 * d;
-      T* out = dhp + kb * G;
-      T* target = dt + row_t[kb] * G;
-      T* bias = db + (kb / B) * G;
+      const T* __restrict__ gr = gates + kb * 2 * d;
+      T* __restrict__ out = dhp + kb * G;
+      T* __restrict__ target = dt + row_t[kb] * G;
+      T* __restrict__ bias = db + (kb / B) * G;
       const int64_t o = kb * d;
       for (int64_t j = 0; j < d; ++j) {
         const T r = gr[j], z = gr[d + j], nv = n[o + j], dhj = dhv[o + j];
@@ -276,11 +254,4 @@ std::vector<at::Tensor> gru_backward(at::Tensor rows, at::Tensor w_hh, at::Tenso
     out = gru_backward_impl<scalar_t>(rows, w_hh, h0, rz, ns, hps, hs, grad_hs, d_table);
   });
   return out;
-}
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("lstm_forward", &lstm_forward, "fused LSTM forward (writes the buffers)");
-  m.def("lstm_backward", &lstm_backward, "fused LSTM backward -> d_w, dh0, dc0");
-  m.def("gru_forward", &gru_forward, "fused GRU forward (writes the buffers)");
-  m.def("gru_backward", &gru_backward, "fused GRU backward -> d_w, d_b, dh0");
 }

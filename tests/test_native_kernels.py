@@ -1,8 +1,8 @@
-"""The fused native recurrence (sweeper/layers/native) against the TorchScript reference path.
+"""The fused native kernels (sweeper/layers/native) against the reference paths.
 
-Both fill the same buffers from the same formulas; in float64 they agree to rounding, forward and
-gradients, for whole packed models at several K, H, L and d. Where no compiler exists the package
-falls back to the reference path with a one-line notice, and trains all the same.
+The recurrences (LSTM, GRU) compute the reference's formulas; in float64 they agree to rounding,
+forward and gradients, alone and in whole packed models at several K, H, L and d. Where no compiler exists the package falls back to the reference path
+with a one-line notice, and trains all the same.
 """
 
 from __future__ import annotations
@@ -25,23 +25,26 @@ F64 = torch.float64
 
 
 def _model_grads(cfg: dict, K: int, L: int, reference: bool, dtype=F64, seed: int = 0):
-    """Loss and every parameter's gradient of a pack of K seq2seq models on one fixed batch."""
+    """Logits and every parameter's gradient of a pack of K seq2seq models on one batch, on
+    the native kernels or (SWEEPER_NATIVE=0) the reference path."""
     V = L + 4
     model = Seq2Seq(Seq2SeqConfig(**cfg), symbols=V, seeds=list(range(seed, seed + K)),
                     dtype=dtype)
     gen = torch.Generator().manual_seed(seed)
     src = torch.randint(0, V, (K, 5, L + 1), generator=gen)
     dec_in = torch.randint(0, V, (K, 5, L + 1), generator=gen)
-    original = R.lstm_rows, R.gru_rows
-    try:  # the model calls the module's functions: pin them to one path
-        R.lstm_rows = lambda *a: original[0](*a, reference=reference)
-        R.gru_rows = lambda *a: original[1](*a, reference=reference)
+    previous = os.environ.get("SWEEPER_NATIVE")
+    os.environ["SWEEPER_NATIVE"] = "0" if reference else "1"
+    try:
         out = model(src, dec_in)
+        loss = (out.logits.log_softmax(-1)[..., 0]).mean() + out.attn.square().mean()
+        names = [n for n, _ in model.named_parameters()]
+        grads = torch.autograd.grad(loss, list(model.parameters()))
     finally:
-        R.lstm_rows, R.gru_rows = original
-    loss = (out.logits.log_softmax(-1)[..., 0]).mean() + out.attn.square().mean()
-    names = [n for n, _ in model.named_parameters()]
-    grads = torch.autograd.grad(loss, list(model.parameters()))
+        if previous is None:
+            del os.environ["SWEEPER_NATIVE"]
+        else:
+            os.environ["SWEEPER_NATIVE"] = previous
     return out.logits.detach(), dict(zip(names, grads))
 
 
@@ -71,7 +74,7 @@ def test_fused_float32_stays_within_float32_rounding_of_the_reference():
 
 def test_the_native_module_is_named_for_the_instruction_set_it_was_built_for():
     isa, flags = native.instruction_set()
-    assert native.build_name().startswith(f"sweeper_recurrence_{isa}_")
+    assert native.build_name().startswith(f"sweeper_kernels_{isa}_")
     assert (flags == []) == (isa == "generic")
 
 
@@ -84,7 +87,7 @@ def test_without_a_compiler_training_falls_back_to_the_reference_path_in_one_lin
         small = family_of("copy-v1").small
         spec = make_spec("copy-v1", "seq2seq", small["task"], small["model"], small["train"])
         result = train(spec)
-        assert native.recurrence_ops() is None
+        assert native.ops() is None
         print("trained", result.status, len(result.trajectory["step"]))
     """)
     env = {**os.environ, "CXX": "/bin/false", "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"),
@@ -95,12 +98,12 @@ def test_without_a_compiler_training_falls_back_to_the_reference_path_in_one_lin
     assert "trained ok" in proc.stdout
     notices = [line for line in proc.stderr.splitlines() if line.startswith("sweeper:")]
     assert len(notices) in (1, 2), proc.stderr  # "building ..." then "unavailable ..."
-    assert "native recurrence unavailable" in notices[-1]
+    assert "native kernels unavailable" in notices[-1]
     assert "using the reference path" in notices[-1]
     assert "Traceback" not in proc.stderr
 
 
 def test_sweeper_native_0_selects_the_reference_path(monkeypatch):
     monkeypatch.setenv("SWEEPER_NATIVE", "0")
-    assert native.recurrence_ops() is None
+    assert native.ops() is None
     assert R._loops(reference=False)[0] is R._lstm_forward

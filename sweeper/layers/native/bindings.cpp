@@ -1,0 +1,23 @@
+// The Python module of the native kernels: the fused recurrences (recurrence.cpp).
+#include <torch/extension.h>
+
+#include <vector>
+
+void lstm_forward(at::Tensor table2, at::Tensor rows, at::Tensor w2, at::Tensor h0,
+                  at::Tensor c0, at::Tensor acts, at::Tensor c2s, at::Tensor tcs, at::Tensor hs);
+std::vector<at::Tensor> lstm_backward(at::Tensor rows, at::Tensor w_hh, at::Tensor h0,
+                                      at::Tensor c0, at::Tensor acts, at::Tensor c2s,
+                                      at::Tensor tcs, at::Tensor hs, at::Tensor grad_hs,
+                                      at::Tensor dc, at::Tensor d_table);
+void gru_forward(at::Tensor table2, at::Tensor rows, at::Tensor w2, at::Tensor b2,
+                 at::Tensor h0, at::Tensor hps, at::Tensor rz, at::Tensor ns, at::Tensor hs);
+std::vector<at::Tensor> gru_backward(at::Tensor rows, at::Tensor w_hh, at::Tensor h0,
+                                     at::Tensor rz, at::Tensor ns, at::Tensor hps, at::Tensor hs,
+                                     at::Tensor grad_hs, at::Tensor d_table);
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("lstm_forward", &lstm_forward, "fused LSTM forward (writes the buffers)");
+  m.def("lstm_backward", &lstm_backward, "fused LSTM backward -> d_w, dh0, dc0");
+  m.def("gru_forward", &gru_forward, "fused GRU forward (writes the buffers)");
+  m.def("gru_backward", &gru_backward, "fused GRU backward -> d_w, d_b, dh0");
+}

@@ -1,0 +1,38 @@
+// Elementwise math the kernels share, in forms GCC vectorises without -ffast-math (which would
+// also let it assume no inf or NaN: a diverged model's loss must stay NaN).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace sweeper_native {
+
+// exp for float32 without a library call: Cephes' expf, range reduction by ln 2 and a degree-6
+// polynomial; relative error below 1e-7 (float rounding is 6e-8). Rounding to the nearest
+// integer by the 1.5 * 2^23 trick; the clamp keeps 2^n a normal float, and below it the
+// result is 0 (where exp is denormal: what flush-to-zero makes of it anyway).
+inline float exp_vectorisable(float x_in) {
+  const float x = x_in < -87.0f ? -87.0f : (x_in > 88.0f ? 88.0f : x_in);
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return x_in < -87.0f ? 0.0f : p * scale;
+}
+
+inline float exp_fast(float x) { return exp_vectorisable(x); }
+inline double exp_fast(double x) { return std::exp(x); }  // float64: exact (the tests' type)
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + exp_vectorisable(-x)); }
+inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+}  // namespace sweeper_native
