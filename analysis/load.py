@@ -330,7 +330,7 @@ class Results:
                  plan: _Plan, selected: bool, trial_schema: pa.Schema):
         self.sweeps = sweeps
         self.trials = trials
-        self._packs = packs  # sweep, trial_id, pack_id of every selected trial
+        self._packs = packs  # sweep, trial_id, pack_id, shared_with of every selected trial
         self._plan = plan
         self._selected = selected  # False: every trial, no need to list ids
         self._trial_schema = trial_schema
@@ -414,8 +414,16 @@ class Results:
 
     def _read(self, packs: pd.DataFrame | None, columns: Sequence[str] | None,
               node: where_lang.Node | None) -> pd.DataFrame:
+        shared = self._packs if packs is None else packs
+        shared = shared[shared["shared_with"].notna()][["sweep", "trial_id", "shared_with"]]
+        requested = packs
+        if packs is not None and not shared.empty:  # read the trainings they share too
+            sources = shared.drop(columns="trial_id").rename(columns={"shared_with": "trial_id"})
+            sources = sources.merge(self._packs[["sweep", "trial_id", "pack_id"]], how="left")
+            packs = pd.concat([packs, sources], ignore_index=True)
         tables = [self._read_sweep(s, packs, columns, node) for s in self.sweeps]
-        return to_frame(pa.concat_tables(tables, promote_options="permissive"))
+        frame = to_frame(pa.concat_tables(tables, promote_options="permissive"))
+        return _copy_shared(frame, shared, requested)
 
     def _read_sweep(self, sweep: Sweep, packs: pd.DataFrame | None,
                     columns: Sequence[str] | None, node: where_lang.Node | None) -> pa.Table:
@@ -438,6 +446,23 @@ class Results:
         cols = None if columns is None else [c for c in wanted if c != "sweep"]
         table = scan(sweep, paths, schema, cols, expr)
         return _add_sweep(table, sweep.name)
+
+
+def _copy_shared(frame: pd.DataFrame, shared: pd.DataFrame,
+                 requested: pd.DataFrame | None) -> pd.DataFrame:
+    """The trajectories of trials that share another's training (`shared_with`: stored once,
+    under the trial that trained) as rows of their own; a training read only for them is left
+    out again."""
+    if shared.empty or frame.empty:
+        return frame
+    copies = shared.rename(columns={"trial_id": "_as", "shared_with": "trial_id"})
+    copies = copies.merge(frame, on=["sweep", "trial_id"])
+    copies["trial_id"] = copies.pop("_as")
+    out = pd.concat([frame, copies[frame.columns]], ignore_index=True)
+    if requested is not None:
+        wanted = set(zip(requested["sweep"], requested["trial_id"]))
+        out = out[[key in wanted for key in zip(out["sweep"], out["trial_id"])]]
+    return out.sort_values(["sweep", "trial_id", "step"], kind="stable").reset_index(drop=True)
 
 
 def _id_list(trial_ids: Iterable[str] | str) -> list[str]:
@@ -511,9 +536,9 @@ def _read_trials(sweeps: list[Sweep], schema: pa.Schema, plan: _Plan,
                 _isin("trial_id", ids) if ids is not None else None)
     if len(schema) == 0:
         empty = pd.DataFrame({"sweep": pd.Series(dtype=str), "trial_id": pd.Series(dtype=str)})
-        return empty, empty.assign(pack_id=pd.Series(dtype=str))
+        return empty, empty.assign(pack_id=pd.Series(dtype=str), shared_with=pd.Series(dtype=str))
     wanted = plan.trial_columns
-    internal = [c for c in ("trial_id", "pack_id") if c in types]
+    internal = [c for c in ("trial_id", "pack_id", "shared_with") if c in types]
     cols = None if wanted is None else list(dict.fromkeys(
         [*internal, *[c for c in wanted if c in types]]))
     tables = [_add_sweep(scan(s, s.files["trials"], schema, cols,
@@ -521,9 +546,10 @@ def _read_trials(sweeps: list[Sweep], schema: pa.Schema, plan: _Plan,
               for s in sweeps]
     frame = _dedupe(_current_names(to_frame(pa.concat_tables(tables,
                                                              promote_options="permissive"))))
-    if "pack_id" not in frame:
-        frame["pack_id"] = pd.Series(pd.NA, index=frame.index, dtype="str")
-    packs = frame[["sweep", "trial_id", "pack_id"]]
+    for column in ("pack_id", "shared_with"):  # shared_with: absent in older stores
+        if column not in frame:
+            frame[column] = pd.Series(pd.NA, index=frame.index, dtype="str")
+    packs = frame[["sweep", "trial_id", "pack_id", "shared_with"]]
     if wanted is not None:
         keep = ["sweep", "trial_id", *[c for c in wanted if c not in ("sweep", "trial_id")]]
         frame = frame[keep]

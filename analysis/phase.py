@@ -38,7 +38,9 @@ class PhaseDiagram:
 
     cells: one row per (facet value, x, y) of the full grid of sampled axis values, with
     ix, iy (grid indices), n_trials (any status), n (seeds counted), successes, p, p_low,
-    p_high, median_steps_to_learn, median_attention_onset, regime, recovered.
+    p_high, median_steps_to_learn, median_attention_onset, regime, recovered, and n_shared:
+    trials whose training is another cell's (an equivalent config, trained once: copy's
+    hardness at c = 0), so that nobody takes those cells' seeds for independent ones.
     recovery: per facet value other than `base` and (x, y): p, p_base, delta = p - p_base
     (NaN unless both cells have at least min_seeds seeds), recovered.
     boundary: segments of the p = level boundary, one per pair of grid-adjacent cells with
@@ -172,8 +174,13 @@ def _cell_stats(frame: pd.DataFrame, keys: list[str], statuses: Sequence[str],
     onsets = onset.groupby([frame[k] for k in keys], sort=True, dropna=False).median()
     cells = cells.merge(onsets.rename("median_attention_onset").reset_index(), on=keys,
                         how="left")
+    if "shared_with" in frame.columns:  # trials that share an equivalent trial's training
+        shared = frame["shared_with"].notna().groupby([frame[k] for k in keys], sort=True,
+                                                      dropna=False).sum()
+        cells = cells.merge(shared.rename("n_shared").reset_index(), on=keys, how="left")
     return cells.rename(columns={"median_steps": "median_steps_to_learn"}).set_index(keys)[
-        ["n_trials", "n", "successes", "median_steps_to_learn", "median_attention_onset"]]
+        ["n_trials", "n", "successes", "median_steps_to_learn", "median_attention_onset",
+         *[c for c in ("n_shared",) if c in cells.columns]]]
 
 
 def _float(frame: pd.DataFrame, column: str) -> pd.Series:
@@ -202,7 +209,9 @@ def _grid_cells(stats: pd.DataFrame, keys: list[str], values: list[list], level:
     """The full grid with each sampled cell's counts (`stats`, indexed by keys), p, Wilson
     interval and regime."""
     cells = _full_grid(keys, values).merge(stats.reset_index(), on=keys, how="left")
-    for column in ("n_trials", "n", "successes"):
+    if "n_shared" not in cells.columns:  # a cell summary, or a store from before sharing
+        cells["n_shared"] = 0
+    for column in ("n_trials", "n", "successes", "n_shared"):
         cells[column] = cells[column].fillna(0).astype(int)
     with np.errstate(divide="ignore", invalid="ignore"):
         cells["p"] = np.where(cells["n"] > 0, cells["successes"] / cells["n"], np.nan)

@@ -214,7 +214,9 @@ def _phase_legend(phase: PhaseDiagram) -> list:
                   label=f"unreliable (interval spans {phase.level:g})"),
             Patch(facecolor="none", edgecolor=_RECOVERED_COLOR, lw=2.5,
                   label=f"recovered (failed at {short_value(phase.facet, phase.base)})"
-                  if phase.facet else "recovered")] + _sampling_legend(phase)
+                  if phase.facet else "recovered")] + _sampling_legend(phase) + (
+        [Patch(facecolor="none", edgecolor="none", label="* seeds shared with an equivalent "
+               "cell")] if phase.cells["n_shared"].any() else [])
 
 
 def _setup_grid_axes(ax, phase: PhaseDiagram, title: str, gx: AxisScale, gy: AxisScale
@@ -273,7 +275,8 @@ def _probability_panel(ax, phase: PhaseDiagram, value: object, annotate: bool,
     _mark_unsampled(ax, cells, annotate, gx, gy)
     if annotate:
         for row in counted[counted["p"].notna()].itertuples(index=False):
-            ax.text(gx.centers[row.ix], gy.centers[row.iy], f"{row.successes}/{row.n}",
+            shared = "*" if row.n_shared else ""  # seeds another cell trained (_phase_legend)
+            ax.text(gx.centers[row.ix], gy.centers[row.iy], f"{row.successes}/{row.n}{shared}",
                     ha="center", va="center", fontsize=7,
                     color="white" if row.p < 0.6 else "black")
     _draw_boundary(ax, phase, value, gx, gy)

@@ -43,6 +43,7 @@ class SweepResult:
     interrupted: bool = False  # a SIGINT or SIGTERM stopped it (sweeper.interrupts)
     pending: int | None = None  # trials of this run's plan not stored (None: cannot say)
     exit_status: int = 0  # what `sweeper run` exits with: 0, or 130 / 143 when interrupted
+    shared: int = 0  # of `ran`: trials stored with an equivalent trial's training (plan.Sharing)
 
     def to_json(self) -> dict[str, Any]:
         """The run's summary as plain data (`sweeper run --json`; docs/python-api.md)."""
@@ -52,7 +53,8 @@ class SweepResult:
                 "already_stored": self.already_stored, "ran": self.ran, "packs": self.packs,
                 "seconds": round(self.seconds, 3), "trials_per_s": round(self.trials_per_s, 4),
                 "status": self.status, "interrupted": self.interrupted,
-                "pending": self.pending, "outcome": self.outcome, "cells": cells}
+                "pending": self.pending, "shared": self.shared, "outcome": self.outcome,
+                "cells": cells}
 
     @property
     def trials_per_s(self) -> float:
@@ -72,7 +74,9 @@ class SweepResult:
                     f"{self.results.rstrip('/')}/{self.sweep}")
         packs = f", {_count(self.packs, 'pack')}" if self.packs is not None else ""
         stopped = " (interrupted)" if self.interrupted else ""
-        return (f"sweep {self.sweep}{stopped}: ran {_count(self.ran, 'trial')} in "
+        shared = (f" ({self.ran - self.shared} trained, {self.shared} sharing an equivalent "
+                  "trial's training)" if self.shared else "")
+        return (f"sweep {self.sweep}{stopped}: ran {_count(self.ran, 'trial')}{shared} in "
                 f"{self.seconds:.1f} s "
                 f"({self.trials_per_s:.2f} trials/s{packs}); stored: {stored}; results in "
                 f"{self.results.rstrip('/')}/{self.sweep}")
@@ -273,7 +277,8 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
                        cells_of(store, spec, outcome), outcome, summary["interrupted"],
-                       summary["pending"], stop.exit_status if summary["interrupted"] else 0)
+                       summary["pending"], stop.exit_status if summary["interrupted"] else 0,
+                       summary["shared"])
 
 
 MEMORY_SHARE = 0.8  # of this machine's memory, what trials training here may use together

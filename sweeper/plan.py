@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from sweeper.errors import SweeperInputError
@@ -146,6 +147,49 @@ def longest_first(packs: list[list[TrialSpec]]) -> list[list[TrialSpec]]:
     return sorted(packs, key=pack_cost, reverse=True)
 
 
+@dataclass(frozen=True)
+class Sharing:
+    """Which pending trials train, and which take the result of an equivalent one.
+
+    Trials with one training id (`TrialSpec.training_id`: they differ only in parameters that
+    change nothing, such as copy's hardness at c = 0) train one model: the first of them in the
+    plan's order trains (or the one already stored), the others are stored as rows of their own
+    that name it in `shared_with` and carry its outcomes; its trajectory is stored once.
+    """
+
+    trainings: list[TrialSpec]  # pending trials that train, in the plan's order
+    shares: dict[str, list[TrialSpec]]  # a training's trial id -> pending trials sharing it
+    shares_stored: dict[str, list[TrialSpec]]  # a stored trial's id -> pending trials sharing it
+
+    @property
+    def saved(self) -> int:
+        """Trainings this plan does not run: pending trials that share another's."""
+        return sum(map(len, self.shares.values())) + sum(map(len, self.shares_stored.values()))
+
+
+def share_trainings(specs: list[TrialSpec], stored: set[str]) -> Sharing:
+    """Group the pending specs by training id (see `Sharing`); `stored`: trial ids stored."""
+    trains: dict[str, TrialSpec] = {}  # training id -> the trial that trains it
+    for spec in specs:
+        if spec.trial_id in stored:
+            trains.setdefault(spec.training_id, spec)
+    stored_trainings = set(trains)
+    trainings: list[TrialSpec] = []
+    shares: dict[str, list[TrialSpec]] = {}
+    shares_stored: dict[str, list[TrialSpec]] = {}
+    for spec in specs:
+        if spec.trial_id in stored:
+            continue
+        key = spec.training_id
+        if key not in trains:
+            trains[key] = spec
+            trainings.append(spec)
+            continue
+        into = shares_stored if key in stored_trainings else shares
+        into.setdefault(trains[key].trial_id, []).append(spec)
+    return Sharing(trainings, shares, shares_stored)
+
+
 @dataclass
 class Plan:
     sweep: SweepFile
@@ -156,6 +200,14 @@ class Plan:
     @property
     def pending(self) -> list[TrialSpec]:
         return [s for s in self.specs if s.trial_id not in self.stored]
+
+    @cached_property
+    def sharing(self) -> Sharing:
+        """The pending trials that train and those that share an equivalent training (grid and
+        random search; an adaptive search trains what it proposes)."""
+        if self.adaptive:
+            return Sharing(self.pending, {}, {})
+        return share_trainings(self.specs, self.stored)
 
     @property
     def adaptive(self) -> bool:

@@ -87,6 +87,10 @@ class Entry:
     # the one form of parameters that mean the same (e.g. copy's vocab and cooccurrence): so
     # that equal tasks get equal configs, columns and trial ids
     canonical: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # the parameters that change nothing a trial trains at these (resolved) parameters (e.g.
+    # copy's hardness when the block is the whole vocabulary): configs that differ only in
+    # them train one model, which every one of them shares (`TrialSpec.training_id`)
+    ineffective: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -14,7 +14,7 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sweeper.interrupts import Stoppable, StopRequest
@@ -95,6 +95,10 @@ class Recorder:
     written: int = 0
     lost_trials: int = 0
     retried: set[str] = field(default_factory=set)  # ids stored as failed before this run
+    # a training's trial id -> the pending trials that share it (`plan.Sharing`): stored with
+    # it, in its pack's files
+    shares: Mapping[str, list[TrialSpec]] = field(default_factory=dict)
+    shared: int = 0  # rows written that share another trial's training
     # the cell summary (sweeper.results.summary: RESULTS/SWEEP/cells.parquet), kept current
     # after every committed pack, and the running packs for progress.json
     summary: Any = None
@@ -177,6 +181,32 @@ class Recorder:
                  node_id: str | None = None) -> None:
         """Store a pack's results (all of them, or what an early stop left)."""
         self._ended(specs)
+        results = results + [r.shared_as(s) for r in results
+                             for s in self.shares.get(r.trial_id, ())]
+        self._store(results, attempts, node_id)
+
+    def share_stored(self, shares: Mapping[str, list[TrialSpec]]) -> None:
+        """Store the pending trials that share a training stored before this run (an
+        equivalent cell added since): rows of their own with its outcomes, nothing trained."""
+        if not shares:
+            return
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        ids = pa.array(sorted(shares), pa.string())
+        rows = {r["trial_id"]: r for r in self.store.read(
+            self.sweep, "trials", filter=pc.field("trial_id").isin(ids)).to_pylist()}
+        results = []
+        for trial_id, sharers in shares.items():
+            row = rows[trial_id]
+            outcomes = {k: row.get(k) for k in TrialResult.failed(sharers[0], "").outcomes}
+            trained = TrialResult(sharers[0], row["status"], {}, outcomes, 0.0, row["error"],
+                                  row.get("diverged_step"), row["host"])
+            source = row.get("shared_with") or trial_id  # a shared row's own source
+            results += [replace(trained.shared_as(s), shared_with=source) for s in sharers]
+        self._store(results, 1, None)
+
+    def _store(self, results: list[TrialResult], attempts: int, node_id: str | None) -> None:
         # a retried trial that fails again keeps its first failed row (and error), not two
         fresh = [r for r in results if r.trial_id not in self.stored
                  and not (r.status == "failed" and r.trial_id in self.retried)]
@@ -185,6 +215,7 @@ class Recorder:
                                          [r.trial_id for r in fresh if r.trial_id in self.retried])
             self.stored.update(r.trial_id for r in fresh)
             self.written += len(fresh)
+            self.shared += sum(r.shared_with is not None for r in fresh)
             self._quietly(lambda: self._summary().add(pack, fresh, attempts, node_id))
         for r in fresh:
             if r.status == "failed":
@@ -349,8 +380,10 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
     record = manifest(sweep, plan, previous, overrides)
     try:
         store.write_manifest(sweep.name, record)
+        sharing = plan.sharing
         recorder = Recorder(store, sweep.name, Progress(strategy.planned, stream), set(stored),
-                            retried=retried)
+                            retried=retried, shares=sharing.shares)
+        recorder.share_stored(sharing.shares_stored)
         feedback = Feedback(recorder, strategy)
         if not strategy.done:
             executor.run(sweep, strategy, feedback)
@@ -365,6 +398,7 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
     planned = strategy.planned
     return {"sweep": sweep.name, "expanded": record["trials_expanded"],
             "already_stored": len(stored), "ran": recorder.written, "packs": feedback.packs,
+            "shared": recorder.shared,
             "seconds": seconds, "trials_per_s": recorder.written / seconds if seconds else 0.0,
             "search_end": ended,
             "status": store.status_counts(sweep.name),

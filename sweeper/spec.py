@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -77,6 +77,19 @@ class TrialSpec:
     @property
     def trial_id(self) -> str:
         return results.trial_id(self.config())
+
+    @property
+    def training_id(self) -> str:
+        """The id of the model this trial trains: its trial id with the task parameters that
+        change nothing here (`Entry.ineffective`: copy's hardness at c = 0) at their defaults.
+        Trials with one training id train the same model bit for bit; a plan trains it once
+        and the others share its result (`plan.share_trainings`)."""
+        entry = TASKS.get(self.task)
+        names = entry.ineffective(dict(self.task_params)) if entry.ineffective else ()
+        if not names:
+            return self.trial_id
+        task = {**self.task_params, **{n: entry.param(n).default for n in names}}
+        return results.trial_id(replace(self, task_params=task).config())
 
     @property
     def metrics(self) -> tuple[Metric, ...]:
@@ -200,6 +213,7 @@ class TrialResult:
     error: str | None = None
     diverged_step: int | None = None
     host: str = field(default_factory=socket.gethostname)
+    shared_with: str | None = None  # the trial whose training this result is (None: its own)
 
     @property
     def trial_id(self) -> str:
@@ -214,6 +228,14 @@ class TrialResult:
 
     def column_types(self) -> dict[str, pa.DataType]:
         return self.spec.column_types()
+
+    def shared_as(self, spec: TrialSpec) -> TrialResult:
+        """This training's result as the result of `spec`, an equivalent trial (same
+        training id): its own config columns, this one's status and outcomes, no trajectory of
+        its own (the trajectory is stored once, under `shared_with`), no time of its own."""
+        return TrialResult(spec, self.status, {"step": [], **{m.name: [] for m in spec.metrics}},
+                           dict(self.outcomes), 0.0, self.error, self.diverged_step, self.host,
+                           shared_with=self.trial_id)
 
     @classmethod
     def failed(cls, spec: TrialSpec, error: str, wall_time_s: float = 0.0) -> TrialResult:

@@ -72,11 +72,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"{sweep.search.direction}): up to {sweep.search.trials} cells x "
               f"{len(sweep.seeds)} seeds = {budget} trials; {len(plan.stored)} stored")
         return 0
-    pending = plan.pending
+    pending, sharing = plan.pending, plan.sharing
     from sweeper.api import memory_budget
 
     budget = memory_budget()  # as `sweeper run` cuts packs on this machine
-    packs = form_packs(pending, sweep.pack_size, args.workers,
+    packs = form_packs(sharing.trainings, sweep.pack_size, args.workers,
                        None if budget is None else budget // max(1, args.workers))
     cost = None
     if packs and not args.no_estimate:
@@ -91,7 +91,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps({
             "sweep": sweep.name, "search": sweep.search.type, "adaptive": False,
             "trials": len(plan.specs), "stored": len(plan.specs) - len(pending),
-            "pending": len(pending), "packs": len(packs), "seeds_per_cell": len(sweep.seeds),
+            "pending": len(pending), "trainings": len(sharing.trainings),
+            "shared": sharing.saved, "packs": len(packs), "seeds_per_cell": len(sweep.seeds),
             "estimate": None if cost is None else {"seconds": round(cost.seconds, 1),
                                                    "workers": cost.workers,
                                                    "basis": cost.basis},
@@ -103,6 +104,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"{sweep.name}: {len(plan.specs)} trials ({sweep.search.type} search, "
           f"{len(sweep.seeds)} seeds per cell); {len(plan.specs) - len(pending)} stored, "
           f"{len(pending)} to run in {len(packs)} packs")
+    if sharing.saved:
+        print(f"{len(sharing.trainings)} trainings: {sharing.saved} trials share an equivalent "
+              "trial's training (parameters that change nothing there, e.g. hardness at c = 0) "
+              f"and are stored with its results, not trained again")
     if cost is not None:
         print(cost.line())
     print(table(rows, columns))

@@ -23,6 +23,7 @@ class Record(Protocol):
     wall_time_s: float
     host: str
     diverged_step: int | None
+    shared_with: str | None  # the trial whose training this is (its trajectory); None: its own
     outcomes: Mapping[str, Any]  # OUTCOME_COLUMNS and final_/best_ of each scalar metric
     trajectory: Mapping[str, Sequence]  # "step" and one list per metric
 
@@ -50,6 +51,7 @@ def trials_table(records: Sequence[Record], sweep: str, pack: str, attempts: int
         rows.append({"trial_id": r.trial_id, "sweep": sweep, "pack_id": pack,
                      "status": r.status, "error": r.error, "wall_time_s": r.wall_time_s,
                      "host": r.host, "node_id": node_id, "attempts": attempts,
+                     "shared_with": getattr(r, "shared_with", None),
                      **r.columns(), **r.outcomes, "diverged_step": r.diverged_step})
     schema = trials_schema(records[0].column_types(), records[0].metrics)
     return pa.Table.from_pylist(rows, schema=schema)

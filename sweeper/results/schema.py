@@ -30,6 +30,9 @@ RUN_FIELDS = (
     pa.field("error", pa.string()), pa.field("wall_time_s", pa.float64()),
     pa.field("host", pa.string()), pa.field("node_id", pa.string()),
     pa.field("attempts", pa.int32()),
+    # the trial whose training (and trajectory) this row shares: an equivalent config, trained
+    # once (`TrialSpec.training_id`); null for a trial trained as itself, and in older stores
+    pa.field("shared_with", pa.string()),
 )
 
 

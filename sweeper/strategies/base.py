@@ -87,20 +87,22 @@ class Strategy(Protocol):
 
 class PlannedPacks:
     """A strategy whose packs are all known before the run starts (grid and random search):
-    every pending spec, packed by `plan.form_packs`, handed out in order; results teach it
-    nothing."""
+    every pending spec that trains (`plan.Sharing`: not those that share an equivalent trial's
+    training), packed by `plan.form_packs`, handed out in order; results teach it nothing.
+    `planned` counts the trials stored in the end, those that share a training included."""
 
-    def __init__(self, packs: list[Pack]):
+    def __init__(self, packs: list[Pack], shared: int = 0):
         self._packs = list(packs)
         self._next = 0
-        self.planned: int | None = sum(len(p) for p in self._packs)
+        self.planned: int | None = sum(len(p) for p in self._packs) + shared
 
     @classmethod
     def start(cls, context: Context) -> PlannedPacks:
         from sweeper.plan import form_packs
 
-        return cls(form_packs(context.plan.pending, context.pack_size, context.workers,
-                              context.pack_bytes))
+        sharing = context.plan.sharing
+        return cls(form_packs(sharing.trainings, context.pack_size, context.workers,
+                              context.pack_bytes), sharing.saved)
 
     @property
     def packs(self) -> list[Pack]:

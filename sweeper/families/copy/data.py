@@ -56,7 +56,10 @@ class CopySampler:
         for k, (task, n) in enumerate(zip(self.tasks, self.n)):
             block = min(L, n)
             source = torch.full((n,), (1 - task.hardness) / n, dtype=torch.float64)
-            source[:block] += task.hardness / block
+            if block < n:  # else the two components are one: 1/n whatever h (not 1 ulp off)
+                source[:block] += task.hardness / block
+            else:
+                source.fill_(1 / n)
             freq[k].index_add_(0, self.mapping[k, :n].cpu(), source * L / (L + 1))
             freq[k, n] = 1 / (L + 1)  # EOS
         return freq

@@ -92,6 +92,14 @@ def canonical(params: dict) -> dict:
     return {**params, "vocab": task.content_tokens, "cooccurrence": task.cooccurrence}
 
 
+def ineffective(params: dict) -> tuple[str, ...]:
+    """hardness changes nothing when the block is the whole vocabulary (N <= L: c = 0, or a
+    small vocab with repeat): both components then draw from the same tokens with the same noise,
+    so the batches, the model and its trajectory are the same at every h
+    (tests/test_shared_trainings.py)."""
+    return ("hardness",) if params["vocab"] <= params["length"] else ()
+
+
 def check(params: dict, where: str) -> None:
     prefix = f"{where}." if where else ""
     vocab, length = params["vocab"], params["length"]
@@ -115,4 +123,4 @@ PARAMS = (
 )
 TASK = Entry("copy-v1", make_copy, PARAMS,
              doc="Copy L tokens through a seq2seq model (Snell et al. 2021).",
-             check=check, canonical=canonical)
+             check=check, canonical=canonical, ineffective=ineffective)

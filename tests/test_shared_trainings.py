@@ -1,0 +1,118 @@
+"""Trials that differ only in parameters that change nothing train once (issue 23).
+
+Copy at c = 0 (the block is the whole vocabulary) trains the same model at every hardness: the
+plan trains one trial per training id, stores the others as rows of their own that name it in
+`shared_with`, and analysis reads them as that training's trajectory, marked as shared.
+"""
+
+from __future__ import annotations
+
+import json
+
+import analysis
+import pytest
+from sweep_helpers import variant, write_sweep
+
+import sweeper
+from sweeper.plan import make_plan, share_trainings
+from sweeper.search_space import load_sweep
+from sweeper.spec import make_spec
+from sweeper.train import train_pack
+
+HARD_AXES = {"cooccurrence": {"grid": [0.0, 0.5]}, "hardness": {"grid": [0.0, 1.0]}}
+
+
+def _spec(c: float, h: float, seed: int = 0, **task):
+    return make_spec("copy-v1", "seq2seq", {"length": 4, "cooccurrence": c, "hardness": h, **task},
+                     {"width": 8, "heads": 2},
+                     {"batch_size": 8, "eval_size": 8, "steps": 6, "eval_every": 3}, seed)
+
+
+@pytest.mark.parametrize("task", [{}, {"repeat": True, "vocab": 3}, {"mapping": "permutation"}])
+def test_a_declared_ineffective_parameter_changes_nothing_trained(task):
+    """The declaration is a claim about the data: trained at h = 0 and h = 1 in one pack (with
+    an easy model beside them, so the pack's vocabulary is padded), the models' trajectories
+    are equal to the last bit; at c = 0.5 hardness changes them (the check can fail)."""
+    hard = [_spec(0.0, h, **task) for h in (0.0, 1.0)]
+    assert hard[0].training_id == hard[1].training_id != hard[1].trial_id
+    results = train_pack([*hard, _spec(0.5, 0.0, **{k: v for k, v in task.items()
+                                                      if k != "vocab"})])
+    assert results[0].trajectory == results[1].trajectory
+    easy = train_pack([_spec(0.5, h) for h in (0.0, 1.0)])
+    assert easy[0].trajectory["loss"] != easy[1].trajectory["loss"]
+
+
+def test_training_id_ignores_only_the_parameters_that_change_nothing():
+    assert _spec(0.0, 0.0).training_id == _spec(0.0, 1.0).training_id == _spec(0.0, 0.0).trial_id
+    assert _spec(0.0, 1.0).training_id != _spec(0.0, 1.0).trial_id
+    assert _spec(0.0, 1.0, seed=1).training_id != _spec(0.0, 1.0).training_id
+    assert _spec(0.5, 1.0).training_id == _spec(0.5, 1.0).trial_id != _spec(0.5, 0.0).trial_id
+
+
+def test_the_quick_sweep_trains_56_of_its_72_trials():
+    plan = make_plan(load_sweep("search_spaces/quick.yaml"), set())
+    sharing = plan.sharing
+    assert (len(plan.pending), len(sharing.trainings), sharing.saved) == (72, 56, 16)
+    for trained, sharers in sharing.shares.items():  # c = 0: h = 0.5 and 1 share h = 0's
+        assert len(sharers) == 2
+        assert {s.task_params["hardness"] for s in sharers} == {0.5, 1.0}
+        assert all(s.task_params["cooccurrence"] == 0.0 for s in sharers)
+
+
+def test_a_stored_trial_is_shared_not_trained_again():
+    specs = [_spec(0.0, h) for h in (0.0, 0.5, 1.0)]
+    sharing = share_trainings(specs, stored={specs[1].trial_id})
+    assert sharing.trainings == [] and sharing.shares == {}
+    assert sharing.shares_stored == {specs[1].trial_id: [specs[0], specs[2]]}
+
+
+def test_a_run_stores_shared_rows_once_and_analysis_reads_them_as_shared(tmp_path, capsys):
+    path = write_sweep(tmp_path / "s.yaml", variant(**{"axes.task": HARD_AXES, "name": "sh"}))
+    root = str(tmp_path / "r")
+    result = sweeper.run(str(path), results=root, executor="local")
+    assert (result.ran, result.shared, result.status) == (8, 2, {"ok": 8})
+    assert "6 trained, 2 sharing" in result.summary()
+    res = analysis.load(root, "sh")
+    trials = res.trials.set_index("trial_id")
+    shared = trials[trials["shared_with"].notna()]
+    assert len(shared) == 2 and set(shared["task.hardness"]) == {1.0}
+    assert set(shared["task.cooccurrence"]) == {0.0}
+    stored = analysis.load(root, "sh")._read_sweep(res.sweeps[0], None, None, None)
+    assert stored.column("trial_id").unique().to_pylist().__len__() == 6  # trained once
+    for alias, row in shared.iterrows():
+        source = trials.loc[row["shared_with"]]
+        assert source["task.hardness"] == 0.0 and source["seed"] == row["seed"]
+        assert source["final_loss"] == row["final_loss"]
+        mine = res.read_trajectories([alias])
+        theirs = res.read_trajectories([row["shared_with"]])
+        assert list(mine["trial_id"].unique()) == [alias]
+        assert mine["loss"].tolist() == theirs["loss"].tolist() and len(mine) == 3
+    assert res.trajectories.groupby("trial_id").size().to_dict() == {i: 3 for i in trials.index}
+    phase = analysis.phase_from_results(res, "task.cooccurrence", "task.hardness")
+    cells = phase.cells.set_index(["task.cooccurrence", "task.hardness"])
+    assert cells.loc[(0.0, 1.0), "n_shared"] == 2 and cells["n_shared"].sum() == 2
+    again = sweeper.run(str(path), results=root, executor="local")
+    assert again.ran == 0
+
+
+def test_an_added_equivalent_cell_shares_the_stored_training(tmp_path, capsys):
+    axes = {"cooccurrence": {"grid": [0.0]}, "hardness": {"grid": [0.0]}}
+    path = write_sweep(tmp_path / "s.yaml", variant(**{"axes.task": axes, "name": "add"}))
+    root = str(tmp_path / "r")
+    assert sweeper.run(str(path), results=root, executor="local").ran == 2
+    wider = {**axes, "hardness": {"grid": [0.0, 0.5]}}
+    path = write_sweep(tmp_path / "s.yaml", variant(**{"axes.task": wider, "name": "add"}))
+    from sweeper.cli import main
+
+    assert main(["plan", str(path), "--results", root, "--json", "--no-estimate"]) == 0
+    planned = json.loads(capsys.readouterr().out)
+    assert (planned["pending"], planned["trainings"], planned["shared"]) == (2, 0, 2)
+    result = sweeper.run(str(path), results=root, executor="local", extend=True)
+    assert (result.ran, result.shared, result.packs) == (2, 2, 0)
+    trials = analysis.load(root, "add").trials
+    added = trials[trials["task.hardness"] == 0.5]
+    assert len(added) == 2 and added["shared_with"].notna().all()
+    first = trials[trials["task.hardness"] == 0.0].set_index("seed")
+    for _, row in added.iterrows():
+        assert row["shared_with"] == first.loc[row["seed"], "trial_id"]
+        assert row["final_loss"] == first.loc[row["seed"], "final_loss"]
