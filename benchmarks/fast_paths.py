@@ -1,0 +1,131 @@
+"""The fast path against the reference path (and the JAX anchor when installed), per trial.
+
+    python benchmarks/fast_paths.py                 # K = 1, 4, 16, 64; H = 1, 4 (~6 min, 2 cores)
+    python benchmarks/fast_paths.py --quick         # K = 1, 16; H = 1, 4 (~2 min)
+    python benchmarks/fast_paths.py --ks 16 --heads 1 --repeat 5
+
+The workload is the calibrated scale every phase diagram trains (search_spaces/quick.yaml:
+L = 16, d = 32, batch 128, Adam 3e-3, evaluation of 128 sequences every 10 steps, 400 steps).
+Each (K, H) trains the same K specs on both paths in turn, in this process, `--repeat` times
+interleaved (fast, reference, fast, ...), on one thread; the median is reported. "fast" is what
+`sweeper run` trains with (the native kernels, sweeper/layers/native, when built); "reference"
+is the same code with SWEEPER_NATIVE=0 (the TorchScript recurrences). Both must give the same
+losses: the first evaluations' losses are compared and a disagreement stops the benchmark.
+
+Per trial: seconds per model for the measured steps (evaluations included, at the workload's
+cadence), scaled to the 400-step budget. % of peak: the matmul FLOPs of the formulation
+(`throughput.copy_flops`) over the time, against a single-thread float32 1024^3 matmul
+measured at the start. JAX: the anchor (`lax.scan` + `vmap` over K, optax Adam) is not in this
+repository yet; the column says so rather than guess.
+
+The last line is the summary the issue asks for:
+    faithful: fast/reference X.XXx per trial, Y% of peak at K=16, JAX/fast Z.ZZ at K=1
+(X: the smallest speed-up over K and H at K = 16, the scale sweeps pack at).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from throughput import Workload, _setup, copy_flops, matmul_peak  # noqa: E402
+
+BUDGET = 400  # the calibrated scale's steps
+
+
+def workload(heads: int, steps: int) -> Workload:
+    return Workload(
+        f"calibrated-H{heads}", "copy-v1", "seq2seq",
+        {"length": 16, "cooccurrence": 0.25, "hardness": 0.5}, {"width": 32, "heads": heads},
+        {"batch_size": 128, "lr": 0.003, "eval_every": 10, "eval_size": 128},
+        full_steps=BUDGET, steps=steps, quick_steps=steps, packs=(), quick_packs=())
+
+
+def timed(w: Workload, K: int, steps: int, fast: bool, seed: int) -> tuple[float, list]:
+    """Wall seconds of one pack of K on one path, and its first two evaluations' losses."""
+    from sweeper.train import train_pack
+
+    os.environ["SWEEPER_NATIVE"] = "1" if fast else "0"
+    specs = w.specs(K, steps, first_seed=seed)
+    start = time.perf_counter()
+    results = train_pack(specs)
+    elapsed = time.perf_counter() - start
+    assert all(r.status == "ok" for r in results), [r.error for r in results]
+    return elapsed, [r.trajectory["loss"][:2] for r in results]
+
+
+def compare(w: Workload, K: int, steps: int, repeat: int) -> dict:
+    runs: dict[str, list[float]] = {"fast": [], "reference": []}
+    for r in range(repeat):
+        losses = {}
+        for path in ("fast", "reference"):
+            seconds, losses[path] = timed(w, K, steps, path == "fast", seed=1000 * r)
+            runs[path].append(seconds)
+        for a, b in zip(losses["fast"], losses["reference"]):
+            if not all(abs(x - y) <= 1e-4 * max(1.0, abs(y)) for x, y in zip(a, b)):
+                raise SystemExit(f"losses disagree at K={K}: fast {a} reference {b}")
+    out = {p: statistics.median(v) * BUDGET / steps / K for p, v in runs.items()}  # s / trial
+    out["flops"] = copy_flops(w, BUDGET)
+    return out
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="K = 1, 16 and fewer steps")
+    parser.add_argument("--ks", type=int, nargs="+", default=None)
+    parser.add_argument("--heads", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--steps", type=int, default=None, help="steps measured per pack")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+    ks = args.ks or ([1, 16] if args.quick else [1, 4, 16, 64])
+    steps = args.steps or (20 if args.quick else 40)
+    _setup()
+    from sweeper.layers import native
+
+    native.ops()  # build (or load) before anything is timed
+    isa = native.instruction_set()[0] if native.ops() is not None else "none (reference only)"
+    peak = matmul_peak()
+    print(f"# {cpu_name()}, native kernels: {isa}, torch {torch.__version__}, 1 thread; "
+          f"matmul peak {peak:.1f} GFLOP/s; {steps} steps measured, median of {args.repeat}")
+    print(f"{'H':>2} {'K':>3} {'fast s/trial':>12} {'ref s/trial':>12} {'fast/ref':>9} "
+          f"{'% peak fast':>11} {'JAX/fast':>9}")
+    at16, k1_fast = [], None
+    for heads in args.heads:
+        w = workload(heads, steps)
+        for K in ks:
+            row = compare(w, K, steps, args.repeat)
+            ratio = row["reference"] / row["fast"]
+            share = row["flops"] / row["fast"] / 1e9 / peak * 100
+            print(f"{heads:>2} {K:>3} {row['fast']:>12.3f} {row['reference']:>12.3f} "
+                  f"{ratio:>8.2f}x {share:>10.1f}% {'n/a':>9}", flush=True)
+            if K == 16:
+                at16.append((ratio, share))
+            if K == 1 and k1_fast is None:
+                k1_fast = row["fast"]
+    ratio = min((r for r, _ in at16), default=float("nan"))
+    share = min((s for _, s in at16), default=float("nan"))
+    print(f"faithful: fast/reference {ratio:.2f}x per trial, {share:.0f}% of peak at K=16, "
+          f"JAX/fast n/a at K=1 (no JAX anchor in this repository)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
