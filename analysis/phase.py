@@ -376,7 +376,7 @@ def phase_from_summary(summary: pd.DataFrame, x: str, y: str, facet: str | None 
         columns={"median_steps": "median_steps_to_learn"})
     stats["median_attention_onset"] = np.nan
     stats = stats.set_index(keys)[["n_trials", "n", "successes", "median_steps_to_learn",
-                                   "median_attention_onset"]]
+                                   "median_attention_onset", "n_shared"]]
     return _assemble(stats, keys, values, x, y, facet, min_seeds=min_seeds, level=level,
                      confidence=confidence, base=base, accuracy_threshold=accuracy_threshold,
                      outcome=outcome, pooled=_pooled(frame, keys[1:] + ([facet] if facet else [])),

@@ -56,6 +56,16 @@ def _source(con: duckdb.DuckDBPyConnection, sweep: Sweep, table: str) -> str | N
     return name
 
 
+def _with_shared(stored: str, by_sweep: bool) -> str:
+    """The stored trajectories plus, for each trial that shares an equivalent trial's training
+    (`shared_with`), that training's rows under its own trial id (stored once, read as its)."""
+    same_sweep = " AND t.sweep = s.sweep" if by_sweep else ""
+    return (f"SELECT * FROM {stored} UNION ALL BY NAME "
+            f"SELECT t.* REPLACE (s.trial_id AS trial_id) FROM {stored} AS t "
+            f"JOIN (SELECT sweep, trial_id, shared_with FROM trials "
+            f"WHERE shared_with IS NOT NULL) AS s ON t.trial_id = s.shared_with{same_sweep}")
+
+
 def connect(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *,
             filesystem: pafs.FileSystem | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with views `trials` and `trajectories`.
@@ -74,6 +84,9 @@ def connect(results: str | os.PathLike, sweep: str | Sequence[str] | None = None
                 sweeps) > 1 else ""
             parts.append(f"SELECT {label}* FROM {source}")
         body = " UNION ALL BY NAME ".join(parts) if parts else _EMPTY[table]
+        if table == "trajectories" and "shared_with" in _columns(con, "trials"):
+            con.execute(f"CREATE VIEW _stored_trajectories AS {body}")
+            body = _with_shared("_stored_trajectories", len(sweeps) > 1)
         con.execute(f"CREATE VIEW {table} AS {body}")
     _lock_down(con, [s.path for s in sweeps if isinstance(s.filesystem, pafs.LocalFileSystem)])
     return con

@@ -59,6 +59,8 @@ def _from_store(packs: list[list[TrialSpec]], stored) -> list[float] | None:
     if stored is None or not len(stored) or "wall_time_s" not in stored.columns:
         return None
     ok = stored[stored["status"] == "ok"]
+    if "shared_with" in ok.columns:  # a shared row took no time of its own
+        ok = ok[ok["shared_with"].isna()]
     times: dict[tuple, list[float]] = {}
     for row in ok.to_dict("records"):
         times.setdefault(_shape_of_row(row), []).append(float(row["wall_time_s"])

@@ -116,3 +116,92 @@ def test_an_added_equivalent_cell_shares_the_stored_training(tmp_path, capsys):
     for _, row in added.iterrows():
         assert row["shared_with"] == first.loc[row["seed"], "trial_id"]
         assert row["final_loss"] == first.loc[row["seed"], "final_loss"]
+
+
+@pytest.fixture(scope="module")
+def shared_store(tmp_path_factory):
+    """c in {0, 0.5} x h in {0, 1}, 2 seeds: 8 trials, 6 trained, 2 sharing (c = 0, h = 1)."""
+    tmp = tmp_path_factory.mktemp("shared")
+    path = write_sweep(tmp / "s.yaml", variant(**{"axes.task": HARD_AXES, "name": "sh"}))
+    sweeper.run(str(path), results=str(tmp / "r"), executor="local")
+    return str(tmp / "r")
+
+
+def test_sql_trajectories_hold_the_shared_rows_under_each_trial(shared_store):
+    rows = analysis.sql(shared_store, 'SELECT t."task.cooccurrence" c, t."task.hardness" h, '
+                        'count(*) n FROM trials t JOIN trajectories USING (trial_id) '
+                        'GROUP BY 1, 2 ORDER BY 1, 2', "sh")
+    assert rows["n"].tolist() == [6, 6, 6, 6]  # 2 seeds x 3 evaluations in every cell
+
+
+def test_the_dashboard_draws_a_shared_cell_with_its_trainings_curves(shared_store):
+    import pyarrow.fs as pafs
+
+    from analysis.dashboard.data import SweepView
+
+    view = SweepView(pafs.LocalFileSystem(), shared_store, "sh")
+    cells = {h: view.cell([{"column": "task.cooccurrence", "value": 0.0},
+                           {"column": "task.hardness", "value": h}]) for h in (0.0, 1.0)}
+    mine, theirs = cells[1.0], cells[0.0]
+    assert len(mine["curves"]) == 2 and set(mine["curves"]) == {t["trial_id"]
+                                                                for t in mine["trials"]}
+    by_seed = {t["seed"]: t["trial_id"] for t in theirs["trials"]}
+    for t in mine["trials"]:
+        assert t["shared_with"] == by_seed[t["seed"]]
+        assert mine["curves"][t["trial_id"]] == theirs["curves"][t["shared_with"]]
+    phase = view.phase("task.cooccurrence", "task.hardness", None)
+    assert sorted(c["n_shared"] for c in phase["cells"]) == [0, 0, 0, 2]
+
+
+def test_a_cell_pooled_over_hardness_counts_a_shared_training_once(shared_store):
+    from sweeper.results.cells import cell_stats
+
+    trials = analysis.load(shared_store, "sh").trials
+    pooled = cell_stats(trials, ["task.cooccurrence"], "attention_learned").set_index(
+        "task.cooccurrence")
+    assert pooled.loc[0.0, "n_trials"] == 4 and pooled.loc[0.0, "n"] == 2  # 2 trainings
+    assert pooled.loc[0.5, "n"] == 4
+    apart = cell_stats(trials, ["task.cooccurrence", "task.hardness"], "attention_learned")
+    assert apart["n"].tolist() == [2, 2, 2, 2]  # its own cell: the shared seeds count there
+
+
+def test_the_estimate_ignores_shared_rows_that_took_no_time(shared_store):
+    from sweeper.estimate import _from_store
+    from sweeper.plan import form_packs
+
+    trials = analysis.load(shared_store, "sh").trials
+    specs = [make_spec("copy-v1", "seq2seq", {"length": 4, "cooccurrence": 0.0, "hardness": 1.0},
+                       {"width": 8}, {"batch_size": 8, "eval_every": 10, "eval_size": 8,
+                                      "steps": 20}, seed) for seed in range(2)]  # TINY's
+    only_shared = trials[trials["shared_with"].notna()]
+    assert _from_store(form_packs(specs, None, 1), only_shared) is None
+    cost = _from_store(form_packs(specs, None, 1), trials)
+    assert cost is not None and min(cost) > 0
+
+
+def test_an_older_file_without_the_column_keeps_it_through_read_and_compact(tmp_path):
+    """A store from before sharing (no shared_with column) extended with shared rows: read
+    and compact keep the column whichever file comes first."""
+    import pyarrow.parquet as pq
+
+    from sweeper.results import Store
+
+    one = {"cooccurrence": {"grid": [0.5]}, "hardness": {"grid": [0.0]}}
+    both = {"cooccurrence": {"grid": [0.5, 0.0]}, "hardness": {"grid": [0.0, 1.0]}}
+    root = str(tmp_path / "r")
+    for axes, extend in ((one, False), (both, True)):
+        path = write_sweep(tmp_path / "s.yaml", variant(**{
+            "axes.task": axes, "name": "o", "seeds": 1, "pack_size": 1}))
+        sweeper.run(str(path), results=root, executor="local", extend=extend)
+        if not extend:  # as written before the column existed
+            for f in (tmp_path / "r" / "o" / "trials").glob("*.parquet"):
+                table = pq.read_table(f)
+                pq.write_table(table.drop_columns(["shared_with"]).replace_schema_metadata(
+                    table.schema.metadata), f)
+    store = Store.open(root)
+    for _ in range(2):  # as stored, then compacted into one file
+        trials = store.read("o", "trials").to_pandas()
+        assert trials["shared_with"].notna().sum() == 1 and len(trials) == 4
+        res = analysis.load(root, "o")
+        assert res.trajectories.groupby("trial_id").size().tolist() == [3] * 4
+        store.compact("o")

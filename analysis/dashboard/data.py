@@ -241,7 +241,7 @@ class SweepView:
         for value in phase.facet_values:
             part = phase.facet_cells(value)
             grid = {c: phase.grid(c, value).tolist() for c in
-                    ("p", "n", "successes", "n_trials", "regime", "p_low", "p_high")}
+                    ("p", "n", "successes", "n_trials", "n_shared", "regime", "p_low", "p_high")}
             index = np.full((len(phase.y_values), len(phase.x_values)), -1)
             index[part["iy"].to_numpy(), part["ix"].to_numpy()] = part.index.to_numpy()
             facets.append({"value": value, "label": _facet_label(facet, value),
@@ -292,6 +292,8 @@ class SweepView:
                 "class": t["_class"], "outcome": t.get(outcome),
                 "steps": t.get(steps_column), "attempts": t.get("attempts"),
                 "error": error if isinstance(error, str) else None,
+                "shared_with": t.get("shared_with") if isinstance(t.get("shared_with"), str)
+                else None,
                 "config": {c: t.get(c) for c in varying},
                 **{f"final_{m}": t.get(f"final_{m}") for m in metrics}})
         thresholds = metric_thresholds(DEFAULT_THRESHOLDS)
@@ -343,8 +345,17 @@ class SweepView:
                 and pa.types.is_floating(f.type)]
 
     def _curves(self, trials: pd.DataFrame, metrics: list[str]) -> dict:
+        """Each trial's trajectory; a trial that shares an equivalent trial's training
+        (`shared_with`) gets that training's, stored once under its id."""
         if trials.empty:
             return {}
+        asked = list(trials["trial_id"])
+        source = {t: s for t, s in zip(trials["trial_id"], trials["shared_with"])
+                  if isinstance(s, str)} if "shared_with" in trials.columns else {}
+        if source:  # the trainings, with the packs that hold them
+            everyone = self.trials()
+            trials = pd.concat([trials, everyone[everyone["trial_id"].isin(
+                set(source.values()))]], ignore_index=True)
         names = set(self.names or self.committed())
         packs = set(trials["pack_id"].dropna()) if "pack_id" in trials.columns else set()
         files = [f"{self.folder}/trajectories/{n}" for n in sorted(names)
@@ -358,8 +369,10 @@ class SweepView:
                               filter=pc.field("trial_id").isin(pa.array(
                                   trials["trial_id"].tolist(), pa.string())))
         frame = table.to_pandas().sort_values(["trial_id", "step"])
-        return {tid: {"step": g["step"].tolist(), **{m: g[m].tolist() for m in wanted}}
-                for tid, g in frame.groupby("trial_id", sort=False)}
+        curves = {tid: {"step": g["step"].tolist(), **{m: g[m].tolist() for m in wanted}}
+                  for tid, g in frame.groupby("trial_id", sort=False)}
+        return {tid: curves[source.get(tid, tid)] for tid in asked
+                if source.get(tid, tid) in curves}
 
     def failed(self, limit: int = 500) -> dict:
         trials = self.trials()
@@ -480,7 +493,7 @@ def _cell_json(phase, index: int, row: pd.Series, bins: dict) -> dict:
         conditions.append({"column": column, "value": value})
     return {"index": index, "ix": row["ix"], "iy": row["iy"], "regime": row["regime"],
             "n": row["n"], "successes": row["successes"], "n_trials": row["n_trials"],
-            "p": row["p"], "p_low": row["p_low"], "p_high": row["p_high"],
+            "n_shared": row.get("n_shared", 0), "p": row["p"], "p_low": row["p_low"], "p_high": row["p_high"],
             "recovered": bool(row["recovered"]), "conditions": conditions}
 
 

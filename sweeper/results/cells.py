@@ -7,6 +7,8 @@ sampler count successes here and nowhere else:
 - A trial is *counted* when its status is in `COUNTED_STATUSES` and its outcome is known: a
   diverged run is a failure to learn; a `failed` run (the code raised) and a `stopped` one (an
   early-stopping scheduler cut it) say nothing about learning, and are not counted.
+- A trial that shares the training of another trial of the same cell (`shared_with`) is one
+  seed with it: not counted again (`shares_within_cell`).
 - n_trials: every trial of the cell (any status); n: the counted ones; successes: counted
   trials whose outcome is true; p = successes / n; p_low, p_high: the Wilson score interval at
   `confidence`; median_steps: the median of the outcome's step column over the successes.
@@ -68,7 +70,7 @@ def cell_stats(trials: pd.DataFrame, axes: Sequence[str], outcome: str = "learne
             raise ResultsInputError(f"unknown column {column!r} for cell statistics; available: "
                                     + ", ".join(sorted(map(str, trials.columns))))
     axes = list(axes)
-    is_counted = counted(trials, outcome, statuses)
+    is_counted = counted(trials, outcome, statuses) & ~shares_within_cell(trials, axes)
     success = is_counted & trials[outcome].astype("boolean").fillna(False)
     work = pd.DataFrame({
         "counted": is_counted.astype(int), "success": success.astype(int),
@@ -94,6 +96,22 @@ def cell_stats(trials: pd.DataFrame, axes: Sequence[str], outcome: str = "learne
                               np.nan)
     cells["p_low"], cells["p_high"] = wilson_interval(cells["successes"], cells["n"], confidence)
     return cells[[*([] if not axes else axes), *CELL_COLUMNS]]
+
+
+def shares_within_cell(trials: pd.DataFrame, axes: Sequence[str]) -> pd.Series:
+    """Which trials share the training of another trial of their own cell (`shared_with`: an
+    equivalent config trained once): one seed with it, not two. A cell that pools over the
+    parameter that made them equivalent (copy's hardness at c = 0) would count it twice."""
+    if "shared_with" not in trials.columns or "trial_id" not in trials.columns:
+        return pd.Series(False, index=trials.index)
+    shared = trials["shared_with"]
+    if not shared.notna().any():
+        return pd.Series(False, index=trials.index)
+    cell = (trials[list(axes)].astype(str).agg("\x1f".join, axis=1) if axes
+            else pd.Series("", index=trials.index))
+    cell_of = dict(zip(trials["trial_id"], cell))
+    return pd.Series([isinstance(s, str) and cell_of.get(s) == c for s, c in zip(shared, cell)],
+                     index=trials.index)
 
 
 def seeds_to_resolve(level: float = 0.5, confidence: float = 0.95) -> int:

@@ -51,7 +51,7 @@ from sweeper.results.layout import (
 from sweeper.results.memfs import memory_filesystem
 from sweeper.results.provenance import provenance
 from sweeper.results.records import Record, trajectories_table, trials_table
-from sweeper.results.schema import LEGACY_COLUMNS, TABLE_SCHEMA_VERSION
+from sweeper.results.schema import LEGACY_COLUMNS, RUN_FIELDS, TABLE_SCHEMA_VERSION
 
 QUARANTINE = "quarantine"  # a sweep's folder for files recovery could not read
 
@@ -377,7 +377,20 @@ class Store:
 
     def dataset(self, sweep: str, table: str) -> ds.Dataset | None:
         files = self.files(sweep, table)
-        return ds.dataset(files, filesystem=self.fs, format="parquet") if files else None
+        return self._dataset(files, table) if files else None
+
+    def _dataset(self, files: list[str], table: str) -> ds.Dataset:
+        """The files as one dataset. Its columns are the first file's (pyarrow reads no
+        other footer) plus, for trials, every run column (`RUN_FIELDS`): a column added since
+        (shared_with) is null in older files instead of lost when an older file comes first."""
+        data = ds.dataset(files, filesystem=self.fs, format="parquet")
+        if table != "trials":
+            return data
+        missing = [f for f in RUN_FIELDS if f.name not in data.schema.names]
+        if not missing:
+            return data
+        schema = pa.schema([*data.schema, *missing], metadata=data.schema.metadata)
+        return ds.dataset(files, filesystem=self.fs, format="parquet", schema=schema)
 
     def read(self, sweep: str, table: str, columns: list[str] | None = None,
              filter: ds.Expression | None = None) -> pa.Table | None:
@@ -387,7 +400,7 @@ class Store:
         files = scan.files[table]
         if not files:
             return None
-        data = ds.dataset(files, filesystem=self.fs, format="parquet")
+        data = self._dataset(files, table)
         if table == "trials":
             gone = without_superseded(scan.superseded)
             filter = gone if filter is None else (gone & filter if gone is not None else filter)

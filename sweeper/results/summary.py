@@ -65,6 +65,8 @@ def contributions(trials: pd.DataFrame) -> pd.DataFrame:
     work = pd.DataFrame({"n_trials": 1}, index=trials.index)
     for s in STATUSES:
         work[s] = (status == s).astype("int64")
+    if "shared_with" in trials.columns:  # rows that share an equivalent trial's training
+        work["n_shared"] = trials["shared_with"].notna().astype("int64")
     for outcome, steps in SUCCESS_OUTCOMES.items():
         if outcome not in trials.columns:
             continue
@@ -275,18 +277,22 @@ def summary_cells(summary: pd.DataFrame, axes: Sequence[str], outcome: str,
                   confidence: float = 0.95) -> pd.DataFrame:
     """Cells of `axes` (pooled over every other configuration column) from summary rows, with
     the columns of `sweeper.results.cell_stats` (median_steps: the mean over the successes,
-    since a median does not add up; NaN without successes)."""
+    since a median does not add up; NaN without successes) and n_shared (trials that share an
+    equivalent trial's training). Unlike `cell_stats`, a cell that pools over the parameter
+    that made two trials equivalent counts them as two seeds: the summary keeps counts, not
+    which training each trial is."""
     n, k, total = outcome_columns(outcome)
     axes = list(axes)
     work = summary[[*axes, "n_trials", "failed"]].copy()
     work["n"] = summary[n] if n in summary.columns else 0
     work["successes"] = summary[k] if k in summary.columns else 0
     work["steps"] = summary[total] if total in summary.columns else 0.0
+    work["n_shared"] = summary["n_shared"] if "n_shared" in summary.columns else 0
+    sums = ["n_trials", "n", "successes", "steps", "failed", "n_shared"]
     if axes:
-        cells = work.groupby(axes, dropna=False, sort=True)[
-            ["n_trials", "n", "successes", "steps", "failed"]].sum().reset_index()
+        cells = work.groupby(axes, dropna=False, sort=True)[sums].sum().reset_index()
     else:
-        cells = work[["n_trials", "n", "successes", "steps", "failed"]].sum().to_frame().T
+        cells = work[sums].sum().to_frame().T
     with np.errstate(divide="ignore", invalid="ignore"):
         cells["p"] = np.where(cells["n"] > 0, cells["successes"] / cells["n"].clip(lower=1),
                               np.nan)
@@ -296,7 +302,7 @@ def summary_cells(summary: pd.DataFrame, axes: Sequence[str], outcome: str,
     cells["p_low"], cells["p_high"] = wilson_interval(cells["successes"], cells["n"], confidence)
     from sweeper.results.cells import CELL_COLUMNS
 
-    return cells[[*axes, *CELL_COLUMNS]]
+    return cells[[*axes, *CELL_COLUMNS, "n_shared"]]
 
 
 # -- progress ----------------------------------------------------------------------------------

@@ -197,11 +197,14 @@ async function drawPhase() {
     const xa = k === 0 ? "x" : `x${k + 1}`, ya = k === 0 ? "y" : `y${k + 1}`;
     const g = f.grid;
     const z = g.p.map((row, iy) => row.map((p, ix) => (g.n[iy][ix] >= data.min_seeds ? p : null)));
-    const text = g.n.map((row, iy) => row.map((nn, ix) => (g.n_trials[iy][ix] ? `${g.successes[iy][ix]}/${nn}` : "")));
+    // "*": seeds another cell trained (an equivalent config, trained once: shared_with)
+    const shared = (iy, ix) => (g.n_shared && g.n_shared[iy][ix] ? "*" : "");
+    const text = g.n.map((row, iy) => row.map((nn, ix) => (g.n_trials[iy][ix] ? `${g.successes[iy][ix]}/${nn}${shared(iy, ix)}` : "")));
     const hover = g.n.map((row, iy) => row.map((nn, ix) => {
       const lo = g.p_low[iy][ix], hi = g.p_high[iy][ix];
       return `${data.x.label} = ${data.x.values[ix]}<br>${data.y.label} = ${data.y.values[iy]}<br>` +
              `${g.successes[iy][ix]}/${nn} seeds (${g.n_trials[iy][ix]} trials)` +
+             (shared(iy, ix) ? `<br>* ${g.n_shared[iy][ix]} share an equivalent cell's training` : "") +
              (lo === null ? "" : `<br>p in [${fmt(lo, 2)}, ${fmt(hi, 2)}]`) + `<br>${g.regime[iy][ix]}`;
     }));
     // a grey layer under every sampled cell (too few seeds for a colour: still clickable)
