@@ -1,8 +1,9 @@
 """The fused native kernels (sweeper/layers/native) against the reference paths.
 
 The recurrences (LSTM, GRU) compute the reference's formulas; in float64 they agree to rounding,
-forward and gradients, alone and in whole packed models at several K, H, L and d. Where no compiler exists the package falls back to the reference path
-with a one-line notice, and trains all the same.
+forward and gradients, alone and in whole packed models at several K, H, L and d. Where no
+compiler exists the package falls back to the reference path with a one-line notice, and trains
+all the same.
 """
 
 from __future__ import annotations

@@ -305,8 +305,9 @@ def test_a_killed_sweep_resumes_with_every_trial_stored_once(tmp_path):
             while not (parquet_files(results, name, "trials") and _tune_dirs(name)):
                 assert proc.poll() is None, "the sweep ended before it could be killed"
                 assert time.monotonic() < deadline, (
-                    f"in {RUN_TIMEOUT} s: a stored trial {bool(parquet_files(results, name, 'trials'))}"
-                    f", Tune's experiment folder {bool(_tune_dirs(name))}")
+                    f"in {RUN_TIMEOUT} s: a stored trial "
+                    f"{bool(parquet_files(results, name, 'trials'))}, Tune's experiment folder "
+                    f"{bool(_tune_dirs(name))}")
                 time.sleep(0.2)
             still_running = proc.poll() is None
         finally:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 
-import analysis
 import pytest
 from sweep_helpers import variant, write_sweep
 
+import analysis
 import sweeper
 from sweeper.plan import make_plan, share_trainings
 from sweeper.search_space import load_sweep
@@ -53,7 +53,7 @@ def test_the_quick_sweep_trains_56_of_its_72_trials():
     plan = make_plan(load_sweep("search_spaces/quick.yaml"), set())
     sharing = plan.sharing
     assert (len(plan.pending), len(sharing.trainings), sharing.saved) == (72, 56, 16)
-    for trained, sharers in sharing.shares.items():  # c = 0: h = 0.5 and 1 share h = 0's
+    for sharers in sharing.shares.values():  # c = 0: h = 0.5 and 1 share h = 0's
         assert len(sharers) == 2
         assert {s.task_params["hardness"] for s in sharers} == {0.5, 1.0}
         assert all(s.task_params["cooccurrence"] == 0.0 for s in sharers)

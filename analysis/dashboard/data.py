@@ -493,7 +493,8 @@ def _cell_json(phase, index: int, row: pd.Series, bins: dict) -> dict:
         conditions.append({"column": column, "value": value})
     return {"index": index, "ix": row["ix"], "iy": row["iy"], "regime": row["regime"],
             "n": row["n"], "successes": row["successes"], "n_trials": row["n_trials"],
-            "n_shared": row.get("n_shared", 0), "p": row["p"], "p_low": row["p_low"], "p_high": row["p_high"],
+            "n_shared": row.get("n_shared", 0), "p": row["p"], "p_low": row["p_low"],
+            "p_high": row["p_high"],
             "recovered": bool(row["recovered"]), "conditions": conditions}
 
 
