@@ -267,6 +267,8 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         memory = check_memory(spec, plan.specs, pack_size or spec.pack_size)
         # (automatic packs are cut to fit `memory` over the packs running at once)
     runner.check(spec, store)  # before it starts and before anything is written
+    if address is None:
+        prepare_native_kernels(spec, plan, store)
     from sweeper.results.lease import acquire
 
     with stop_on_signals(stream) as stop, acquire(store, spec.name, wait=wait, stream=stream), \
@@ -279,6 +281,20 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                        cells_of(store, spec, outcome), outcome, summary["interrupted"],
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0,
                        summary["shared"])
+
+
+def prepare_native_kernels(sweep, plan, store) -> None:
+    """Build (or load) the native kernels in this process before the workers start, when
+    trials will train on this machine's CPU: its one-line notices (building once; or
+    unavailable, so the reference path trains) reach this terminal instead of the workers' logs,
+    and the workers load the cached build instead of each waiting on it."""
+    if sweep.device != "cpu":
+        return
+    if plan.specs and {s.trial_id for s in plan.specs} <= store.done_ids(sweep.name):
+        return  # nothing will train
+    from sweeper.layers import native
+
+    native.ops()
 
 
 MEMORY_SHARE = 0.8  # of this machine's memory, what trials training here may use together

@@ -348,3 +348,16 @@ def test_a_killed_sweep_resumes_with_every_trial_stored_once(tmp_path):
     names = {p.name for p in parquet_files(results, name, "trials")}
     assert names == {p.name for p in parquet_files(results, name, "trajectories")}
     assert not _tune_dirs(name)
+
+
+def test_without_a_compiler_a_ray_sweep_says_so_once_in_the_terminal(tmp_path):
+    """The native kernels are built (or found missing) by the driver before Ray's workers
+    start: the one-line notice reaches the terminal, not only the workers' logs, and the
+    sweep trains on the reference path."""
+    sweep_file = write_sweep(tmp_path / "nocc.yaml", variant(name="ray-nocc", seeds=1))
+    results = tmp_path / "results"
+    proc = ray_run(sweep_file, results, CXX="/bin/false",
+                   TORCH_EXTENSIONS_DIR=str(tmp_path / "ext"))
+    notices = [ln for ln in proc.stderr.splitlines() if "native kernels unavailable" in ln]
+    assert len(notices) == 1 and "reference path" in notices[0], proc.stderr[-2000:]
+    assert "ran 2 trials" in proc.stdout
