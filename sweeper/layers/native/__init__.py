@@ -11,8 +11,9 @@ The build goes through torch.utils.cpp_extension into its cache (TORCH_EXTENSION
 default ~/.cache/torch_extensions), once per machine and torch version: 30-90 s on 2 cores, then
 a load of well under a second. The module's name carries the instruction set it was compiled for
 (`-march` is chosen from this CPU's flags), so a cache shared by machines of different kinds
-keeps one build per kind. Processes that start at once wait on torch's build lock; a lock left
-by a build that was killed is removed once it is older than any build takes.
+keeps one build per kind. `sweeper run` builds it in the driver before its workers start (so
+that its notices reach the terminal); processes that start at once wait on torch's build lock,
+and a lock left by a build that was killed is removed once it is older than any build takes.
 """
 
 from __future__ import annotations
