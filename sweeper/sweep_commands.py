@@ -93,7 +93,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "trials": len(plan.specs), "stored": len(plan.specs) - len(pending),
             "pending": len(pending), "trainings": len(sharing.trainings),
             "shared": sharing.saved, "packs": len(packs), "seeds_per_cell": len(sweep.seeds),
-            "estimate": None if cost is None else {"seconds": round(cost.seconds, 1),
+            "estimate": None if cost is None else {"seconds": round(cost.seconds, 3),
                                                    "workers": cost.workers,
                                                    "basis": cost.basis},
             "rows": [dict(zip(columns, r)) for r in rows]}))
