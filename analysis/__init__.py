@@ -11,10 +11,11 @@ querying do not pay for matplotlib.
                                         "model.heads")
 """
 
-from sweeper.results import Thresholds, recompute_outcomes, wilson_interval, with_outcomes
+from sweeper.results import Thresholds, wilson_interval
 
 from .errors import AnalysisInputError
 from .load import Results, load
+from .outcomes import recompute_outcomes, with_outcomes
 from .phase import PhaseDiagram, compute_phase, phase_from_results
 from .query import connect, format_frame, query_frame, sql
 

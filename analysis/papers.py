@@ -19,9 +19,10 @@ import numpy as np
 import pandas as pd
 
 from sweeper.results import COUNTED_STATUSES, wilson_interval
-from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
+from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds
 
 from .errors import AnalysisInputError
+from .outcomes import with_outcomes
 
 
 def _counted(trials: pd.DataFrame) -> pd.DataFrame:

@@ -21,11 +21,12 @@ from sweeper.results import (
     Thresholds,
     cell_stats,
     counted,
+    success_outcomes,
     wilson_interval,
-    with_outcomes,
 )
 
 from .errors import AnalysisInputError, unknown_column
+from .outcomes import derived_columns, outcome_metrics, outcome_rules, with_outcomes
 
 REGIMES = ("learned", "failed", "unreliable", "insufficient", "missing")
 CONFIG_PREFIXES = ("task.", "model.", "optim.", "train.")
@@ -119,9 +120,9 @@ def _check_axes(trials: pd.DataFrame, axes: Sequence[str | None],
             raise unknown_column(a, trials.columns, "phase axes")
     if len(set(named)) != len(named):
         raise AnalysisInputError(f"phase axes must differ, got {', '.join(named)}")
-    if outcome not in SUCCESS_OUTCOMES:
-        raise AnalysisInputError(f"outcome: got {outcome!r}; allowed: "
-                                 f"{', '.join(SUCCESS_OUTCOMES)}")
+    allowed = success_outcomes(outcome_rules(trials))
+    if outcome not in allowed:
+        raise AnalysisInputError(f"outcome: got {outcome!r}; allowed: {', '.join(allowed)}")
     for column in (outcome,):
         if column not in trials.columns:
             raise AnalysisInputError(f"trials have no {column!r} column: load them with "
@@ -169,7 +170,8 @@ def _cell_stats(frame: pd.DataFrame, keys: list[str], statuses: Sequence[str],
     one definition of a cell's success, plus the median attention onset of counted seeds.
     median_steps_to_learn is the median step of success of `outcome` (steps_to_learn for
     learned, attention_steps for attention_learned)."""
-    cells = cell_stats(frame, keys, outcome, SUCCESS_OUTCOMES[outcome], statuses=statuses)
+    steps = success_outcomes(outcome_rules(frame))[outcome]
+    cells = cell_stats(frame, keys, outcome, steps, statuses=statuses)
     onset = _float(frame, "attention_onset").where(counted(frame, outcome, statuses))
     onsets = onset.groupby([frame[k] for k in keys], sort=True, dropna=False).median()
     cells = cells.merge(onsets.rename("median_attention_onset").reset_index(), on=keys,
@@ -389,7 +391,6 @@ PREFERRED_AXES = ("task.cooccurrence", "task.hardness", "task.distractors", "tas
                   "train.steps")
 PREFERRED_FACETS = ("model.heads", "model.classifier", "model.attention", "model.cell",
                     "model.train_keys", "model.train_embeddings")
-_DERIVED = ("task.lift", "task.content_tokens")  # follow from task.cooccurrence
 
 
 def default_axes(trials: pd.DataFrame) -> tuple[str, str, str | None]:
@@ -397,7 +398,8 @@ def default_axes(trials: pd.DataFrame) -> tuple[str, str, str | None]:
     (co-occurrence, then hardness or distractors; heads or classifier as the facet)."""
     config = [c for c in trials.columns if c.startswith(CONFIG_PREFIXES)
               and trials[c].dtype != object]
-    varying = [c for c in config if c not in _DERIVED and trials[c].nunique() > 1]
+    derived = derived_columns()
+    varying = [c for c in config if c not in derived and trials[c].nunique() > 1]
     facet = next((c for c in PREFERRED_FACETS if c in varying), None)
     swept = [c for c in PREFERRED_AXES if c in varying and c != facet]
     swept += [c for c in varying if c not in swept and c != facet]
@@ -441,8 +443,8 @@ def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
     outcome = outcome or default_outcome(results)
     trials = results.trials
     trials = with_outcomes(trials, outcome_trajectories(results), thresholds)
-    threshold = (thresholds.attention_learned if outcome == "attention_learned"
-                 else thresholds.accuracy)
+    rule = {r.column: r for r in outcome_rules(trials)}.get(outcome)
+    threshold = thresholds.accuracy if rule is None else thresholds.of(rule)
     search = boundary_search(results, outcome, [a for a in (facet, x, y) if a])
     phase = compute_phase(trials, x, y, facet, accuracy_threshold=threshold, outcome=outcome,
                           grid=search["grid"] if search else None, **kwargs)
@@ -549,8 +551,7 @@ def default_outcome(results) -> str:
 def outcome_trajectories(results) -> pd.DataFrame:
     """Just the trajectory columns that outcomes need (a projected scan, not the whole table)."""
     have = set(results.trajectory_columns)
-    wanted = [c for c in ("accuracy", "attn_acc", "attn_acc_head", "ktiw_acc", "loss")
-              if c in have]
+    wanted = [c for c in outcome_metrics(results.trials) if c in have]
     if "accuracy" not in wanted:
         raise AnalysisInputError("the trajectories have no 'accuracy' column; available "
                                  f"columns: {', '.join(sorted(have))}")

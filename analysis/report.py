@@ -22,11 +22,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, with_outcomes
+from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds
 
 from . import plots
 from .errors import AnalysisInputError
 from .load import Results
+from .outcomes import with_outcomes
 from .phase import (
     PhaseDiagram,
     compute_phase,

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.results import COUNTED_STATUSES
-from sweeper.results.outcomes import STEP_OUTCOMES, SUCCESS_OUTCOMES
+from sweeper.results.rules import STEP_OUTCOMES, SUCCESS_OUTCOMES
 
 SEARCHES = ("random", "optuna", "boundary")  # searches that draw cells, not a grid
 

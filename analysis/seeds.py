@@ -9,21 +9,20 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from sweeper.results import COUNTED_STATUSES, DEFAULT_THRESHOLDS, Thresholds, with_outcomes
+from sweeper.results import COUNTED_STATUSES, DEFAULT_THRESHOLDS, Thresholds
 
 from .errors import AnalysisInputError, unknown_column
 from .load import Results
+from .outcomes import derived_columns, outcome_metrics, with_outcomes
 
 CONFIG_PREFIXES = ("task.", "model.", "train.")
-_DERIVED = ("task.lift", "task.content_tokens")  # follow from task.cooccurrence
-OUTCOME_METRICS = ("accuracy", "attn_acc", "attn_acc_head", "ktiw_acc", "loss")
 
 
 def varying_columns(trials: pd.DataFrame) -> list[str]:
     """Config columns with more than one value (derived ones left out): a sweep's axes."""
-    out = []
+    out, derived = [], derived_columns()
     for c in trials.columns:
-        if not c.startswith(CONFIG_PREFIXES) or c in _DERIVED or c.endswith(".id"):
+        if not c.startswith(CONFIG_PREFIXES) or c in derived or c.endswith(".id"):
             continue
         column = trials[c]
         if column.dtype == object and column.map(lambda v: isinstance(v, list | np.ndarray)
@@ -87,7 +86,8 @@ def cell_trajectories(results: Results, metrics: Sequence[str],
     for m in metrics:
         if m not in have:
             raise unknown_column(m, sorted(have - {"sweep"}), "--metrics")
-    wanted = list(dict.fromkeys([*metrics, *(c for c in OUTCOME_METRICS if c in have)]))
+    needed = outcome_metrics(results.trials)
+    wanted = list(dict.fromkeys([*metrics, *(c for c in needed if c in have)]))
     ids = results.trials["trial_id"].tolist()
     rows = results.read_trajectories(trial_ids=ids, columns=wanted)
     trials = results.trials

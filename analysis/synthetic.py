@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from sweeper.families import family_of
+from sweeper.families import family_of, outcome_rules
 from sweeper.results import Metric, Store, derive_outcomes, label_entropy, trial_id
 from sweeper.results.summary import SummaryWriter
 
@@ -334,7 +334,8 @@ def _derive(records: list[SyntheticTrial], declared: tuple[Metric, ...]) -> None
         "step": [s for r in records for s in r.trajectory["step"]],
         **{n: [v for r in records for v in r.trajectory[n]] for n in names}})
     trials = pd.DataFrame([{"trial_id": r.trial_id, **r.config} for r in records])
-    outcomes = derive_outcomes(frame, trials, declared).set_index("trial_id")
+    rules = outcome_rules(trials["task.id"].unique())
+    outcomes = derive_outcomes(frame, trials, declared, rules=rules).set_index("trial_id")
     for r in records:
         row = outcomes.loc[r.trial_id]
         r.outcomes = {c: (None if pd.isna(v) else (v.item() if hasattr(v, "item") else v))

@@ -20,7 +20,7 @@ from typing import Any
 from sweeper.interrupts import Stoppable, StopRequest
 from sweeper.plan import Plan, make_plan
 from sweeper.results import Store
-from sweeper.results.outcomes import STEP_OUTCOMES
+from sweeper.results.rules import STEP_OUTCOMES
 from sweeper.search_space import SweepFile
 from sweeper.spec import TrialResult, TrialSpec
 from sweeper.strategies import Context, Strategy, make_strategy

@@ -194,11 +194,12 @@ def spec_from_config(config: Mapping[str, Any], device: str = "cpu") -> TrialSpe
 
 def outcomes_of(specs: list[TrialSpec], trajectories: list[Mapping[str, list]]
                 ) -> list[dict[str, Any]]:
-    """The outcomes stored with trials of one family, at the default thresholds, in one
-    vectorised pass (`sweeper.results.trials_outcomes`)."""
-    configs = [{f"task.{k}": s.task_params.get(k) for k in ("classes", "cooccurrence")}
-               for s in specs]
-    return results.trials_outcomes(trajectories, specs[0].metrics, configs)
+    """The outcomes stored with trials of one family, at the default thresholds, by its rules
+    (`Family.outcome_rules`), in one vectorised pass (`sweeper.results.trials_outcomes`)."""
+    rules = specs[0].family.outcome_rules
+    needed = [c for r in rules for c in r.config]
+    configs = [{c: s.task_params.get(c.removeprefix("task.")) for c in needed} for s in specs]
+    return results.trials_outcomes(trajectories, specs[0].metrics, rules, configs)
 
 
 @dataclass
@@ -223,6 +224,10 @@ class TrialResult:
     def metrics(self) -> tuple[Metric, ...]:
         return self.spec.metrics
 
+    @property
+    def outcome_rules(self) -> tuple[results.OutcomeRule, ...]:
+        return self.spec.family.outcome_rules
+
     def columns(self) -> dict[str, Any]:
         return self.spec.flat()
 
@@ -241,5 +246,5 @@ class TrialResult:
     def failed(cls, spec: TrialSpec, error: str, wall_time_s: float = 0.0) -> TrialResult:
         """A trial that raised on every attempt: stored with its error and no trajectory."""
         empty = {"step": [], **{m.name: [] for m in spec.metrics}}
-        return cls(spec, "failed", empty, results.failed_outcomes(spec.metrics), wall_time_s,
-                   error=error)
+        outcomes = results.failed_outcomes(spec.metrics, spec.family.outcome_rules)
+        return cls(spec, "failed", empty, outcomes, wall_time_s, error=error)

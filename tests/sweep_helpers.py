@@ -75,8 +75,9 @@ def derive_outcomes(family: str, columns: dict, *, classes: int | None = None,
     """`sweeper.results.trial_outcomes` of a family's trajectory, thresholds by name."""
     thresholds = Thresholds(accuracy=accuracy_threshold, attention=attention_threshold,
                             ktiw=ktiw_threshold)
-    return trial_outcomes(columns, families()[family].metrics, classes=classes,
-                          cooccurrence=cooccurrence, thresholds=thresholds)
+    config = {"task.classes": classes, "task.cooccurrence": cooccurrence} if classes else {}
+    declared = families()[family]
+    return trial_outcomes(columns, declared.metrics, declared.outcome_rules, config, thresholds)
 
 
 # -- fake results (no training) ------------------------------------------------------------

@@ -39,13 +39,13 @@ from sweeper.results.summary import (
 
 from ..axes import METRIC_LABELS, axis_label, axis_scale, is_log_spaced, is_numeric, tick
 from ..errors import AnalysisInputError
+from ..outcomes import derived_columns
 from ..phase import default_axes, phase_from_summary
 from ..search import objective_cells, search_info
 
 MAX_LEVELS = 12  # a numeric axis with more distinct values is binned in the phase view
 BINS = 8
 MAX_CURVES = 200  # seeds drawn per cell
-_DERIVED = ("task.lift", "task.content_tokens")
 
 
 def plain(value: Any) -> Any:
@@ -154,9 +154,9 @@ class SweepView:
         """The columns that vary (the sweep's axes), each with how it is drawn."""
         cells = self.summary.cells if self.summary is not None else pd.DataFrame()
         info = search_info(self.manifest())
-        out = []
+        out, derived = [], derived_columns()
         for column in cells.columns:
-            if (not column.startswith(("task.", "model.", "train.")) or column in _DERIVED
+            if (not column.startswith(("task.", "model.", "train.")) or column in derived
                     or column.endswith(".id")):
                 continue
             values = _sorted(cells[column].dropna().unique().tolist())

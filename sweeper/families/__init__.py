@@ -3,8 +3,10 @@
 A `Family` declares everything sweeper needs to list, validate, train, store, summarise and draw
 one kind of experiment: its task entries (versioned ids such as `copy-v1`), the models that train
 on them, the experiment that trains them (batches, loss, evaluation: imported lazily, it needs
-torch), its metrics, the outcome its phase diagrams use by default, train defaults, the columns a
-terminal summary prints and words for its axes. Registering a family is all it takes: the
+torch), its metrics, the outcomes its trials store (rules declared as data, evaluated by
+`sweeper.results`), the one its phase diagrams use by default, the config columns its tasks
+derive, train defaults, the columns a terminal summary prints and words for its axes (the
+declaration itself: `sweeper.families.base`). Registering a family is all it takes: the
 registries below, `sweeper tasks`, the sweep-file checks, the trainer, the store and `analysis`
 read the declaration, and `tests/test_families.py` runs one contract suite over every
 registered family.
@@ -25,72 +27,18 @@ for an existing model is a new family with a new task id, not a new version of `
 
 from __future__ import annotations
 
-import importlib
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Iterable
 
 from sweeper.errors import ParameterError, UnknownNameError
-from sweeper.registry import Entry, Registry
-from sweeper.results.schema import Metric, scalar
+from sweeper.families.base import Experiment, Family
+from sweeper.registry import Registry
+from sweeper.results.rules import CORE_RULES, OutcomeRule, merge_rules
 
 ENTRY_POINT_GROUP = "sweeper.families"
-
-
-class Experiment(Protocol):
-    """What a family trains and measures, for a pack of K trials of one shape.
-
-    Built as `Experiment(specs, dtype, device)`; `model` holds the K models (a leading model dim
-    K on every parameter); `train_loss()` returns one mean loss per model [K]; `evaluate()`
-    returns each of the family's metrics as a [K] tensor ([K, n] for a per-item metric).
-    `evaluate(probes=False)` may leave out (as NaN) the metrics that are costly to measure
-    (copy: the probes); it is called so only between `train.probe_every` steps.
-    """
-
-    model: Any  # torch.nn.Module
-
-    def train_loss(self) -> Any: ...
-
-    def evaluate(self, probes: bool = True) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True)
-class Family:
-    """One task family's declaration. Everything but `experiment` is plain data, torch-free."""
-
-    name: str
-    doc: str
-    tasks: tuple[Entry, ...]  # the task ids this family declares
-    models: tuple[Entry | str, ...]  # models that train on them: declared here, or by id
-    experiment: str  # "module:Class" of the `Experiment`, imported when a trial trains
-    metrics: tuple[Metric, ...]  # what a trajectory logs, one column each
-    phase_outcome: str = "learned"  # the outcome phase diagrams, summaries, reports use
-    train_defaults: Mapping[str, Any] = field(default_factory=dict)  # over TRAIN_PARAMS'
-    full_batch: bool = False  # train.batch_size: null (the whole training set) is allowed
-    summary_columns: tuple[str, ...] = ("loss", "accuracy")  # a terminal summary's metrics
-    labels: Mapping[str, str] = field(default_factory=dict)  # words for derived columns
-    figures: tuple[str, ...] = ()  # extra figures `analysis` reports draw (e.g. "identity")
-    # the metrics a cell's per-seed curves show (`sweeper seeds`, the dashboard, the report)
-    seed_metrics: tuple[str, ...] = ("accuracy",)
-    # a config that trains in well under a second: {"task": {...}, "model": {...},
-    # "train": {...}}; the contract suite (tests/test_families.py) trains every family with it
-    small: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    # peak bytes one trial needs while training, from its resolved task, model and train
-    # parameters (an estimate within a small factor; torch-free): checked before a sweep starts
-    memory_bytes: Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], int] | None \
-        = None
-
-    @property
-    def model_ids(self) -> tuple[str, ...]:
-        return tuple(m if isinstance(m, str) else m.id for m in self.models)
-
-    def scalar_metrics(self) -> tuple[Metric, ...]:
-        return scalar(self.metrics)
-
-    def load_experiment(self) -> Callable[..., Experiment]:
-        module, _, name = self.experiment.partition(":")
-        return getattr(importlib.import_module(module), name)
+__all__ = ["ENTRY_POINT_GROUP", "Experiment", "FAMILIES", "Family", "MODELS", "TASKS",
+           "check_pair", "column_label", "column_symbol", "derived_columns", "families",
+           "families_of_model", "family_of", "outcome_rules", "register_family"]
 
 
 FAMILIES: dict[str, Family] = {}
@@ -106,6 +54,10 @@ def register_family(family: Family) -> None:
         if column not in metric_names:
             raise ValueError(f"family {family.name!r}: summary column {column!r} is not one of "
                              "its metrics")
+    successes = [r.column for r in family.outcome_rules if r.kind == "success"]
+    if family.phase_outcome not in successes:
+        raise ValueError(f"family {family.name!r}: phase outcome {family.phase_outcome!r} is "
+                         f"not one of its success outcomes ({', '.join(successes)})")
     for task in family.tasks:
         TASKS.add(task)
         _TASK_FAMILY[task.id] = family.name
@@ -130,6 +82,22 @@ def families() -> dict[str, Family]:
 
 def families_of_model(model: str) -> list[Family]:
     return [f for f in families().values() if model in f.model_ids]
+
+
+def outcome_rules(task_ids: Iterable[str] | None = None) -> tuple[OutcomeRule, ...]:
+    """The outcome rules of the families of `task_ids` (all families: None), as one set, for
+    recomputing the outcomes of their trials (`sweeper.results.with_outcomes`). Unknown task
+    ids (a plugin not installed here) add none."""
+    _load()
+    names = (FAMILIES if task_ids is None else
+             dict.fromkeys(_TASK_FAMILY[t] for t in task_ids if t in _TASK_FAMILY))
+    return merge_rules(CORE_RULES, *(FAMILIES[n].outcomes for n in names))
+
+
+def derived_columns() -> tuple[str, ...]:
+    """The config columns every registered family's tasks derive (task.lift): not settings of
+    their own, so never a sweep's varying column or a cell key."""
+    return tuple(dict.fromkeys(c for f in families().values() for c in f.derived))
 
 
 def check_pair(task: str, model: str, where: str = "model") -> Family:

@@ -13,8 +13,9 @@ The contract, as each part's module states it:
 - **Schemas** (`schema`): built from the parameter declarations of tasks and models and the
   metric declarations (`Metric`) of each family; `TABLE_SCHEMA_VERSION` in every file;
   older versions stay readable (`LEGACY_COLUMNS`).
-- **Outcomes** (`outcomes`): one vectorised derivation from trajectories, thresholds as
-  parameters; the trainer stores what it gives at the defaults.
+- **Outcomes** (`rules`, `outcomes`): rules that families declare as data (`OutcomeRule`),
+  one vectorised evaluation of them, thresholds as parameters; the trainer stores what it
+  gives at the defaults; `OUTCOME_COLUMNS` are stored in every trials table.
 - **Cell statistics** (`cells`): counts, success share, Wilson interval, and which statuses
   count, for every summary, diagram and sampler.
 - **Store** (`store`): one interface, one class per backend (`FileStore`: local or pyarrow.fs
@@ -34,8 +35,6 @@ from sweeper.results.layout import (
 )
 from sweeper.results.outcomes import (
     DEFAULT_THRESHOLDS,
-    OUTCOME_COLUMNS,
-    SUCCESS_OUTCOMES,
     Thresholds,
     derive_outcomes,
     label_entropy,
@@ -46,6 +45,14 @@ from sweeper.results.outcomes import (
     with_outcomes,
 )
 from sweeper.results.records import Record, failed_outcomes, trajectories_table, trials_table
+from sweeper.results.rules import (
+    CORE_RULES,
+    OUTCOME_COLUMNS,
+    SUCCESS_OUTCOMES,
+    OutcomeRule,
+    outcome_columns,
+    success_outcomes,
+)
 from sweeper.results.schema import (
     LEGACY_COLUMNS,
     TABLE_SCHEMA_VERSION,
@@ -56,11 +63,12 @@ from sweeper.results.schema import (
 from sweeper.results.store import FileStore, MemoryStore, Store
 
 __all__ = [
-    "CONFIG_SCHEMA_VERSION", "COUNTED_STATUSES", "DEFAULT_THRESHOLDS", "FileStore",
-    "LEGACY_COLUMNS", "MemoryStore", "Metric", "OUTCOME_COLUMNS", "Record", "ResultsInputError",
-    "SUCCESS_OUTCOMES", "Store", "TABLES", "TABLE_SCHEMA_VERSION", "Thresholds", "cell_stats",
-    "check_sweep_name", "committed_files", "counted", "derive_outcomes", "failed_outcomes",
-    "label_entropy", "pack_id", "pack_of_file", "plateau_level", "recompute_outcomes",
+    "CONFIG_SCHEMA_VERSION", "CORE_RULES", "COUNTED_STATUSES", "DEFAULT_THRESHOLDS",
+    "FileStore", "LEGACY_COLUMNS", "MemoryStore", "Metric", "OUTCOME_COLUMNS", "OutcomeRule",
+    "Record", "ResultsInputError", "SUCCESS_OUTCOMES", "Store", "TABLES",
+    "TABLE_SCHEMA_VERSION", "Thresholds", "cell_stats", "check_sweep_name", "committed_files",
+    "counted", "derive_outcomes", "failed_outcomes", "label_entropy", "outcome_columns",
+    "pack_id", "pack_of_file", "plateau_level", "recompute_outcomes", "success_outcomes",
     "trajectories_table", "trajectory_schema", "trial_id", "trial_outcomes", "trials_outcomes",
     "trials_schema", "trials_table", "wilson_interval", "with_outcomes",
 ]

@@ -62,7 +62,7 @@ def cell_stats(trials: pd.DataFrame, axes: Sequence[str], outcome: str = "learne
     successes is reported ("auto": the outcome's own, steps_to_learn for learned and
     attention_steps for attention_learned; None: no median)."""
     if steps == "auto":
-        from sweeper.results.outcomes import SUCCESS_OUTCOMES
+        from sweeper.results.rules import SUCCESS_OUTCOMES
 
         steps = SUCCESS_OUTCOMES.get(outcome)
     for column in [*axes, outcome]:

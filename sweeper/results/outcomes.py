@@ -1,40 +1,33 @@
 """Outcomes of trials, derived from their trajectories: the one derivation (DESIGN 2.3).
 
-The trainer stores outcomes at the default thresholds through `trial_outcomes`; an analysis
-recomputes them at its own with `recompute_outcomes` / `with_outcomes`. Both run the same
-vectorised code, so the stored values and the recomputed ones cannot disagree. Thresholds are
-arguments, never constants inside the trainer; the trajectory keeps everything needed.
-
-- learned / steps_to_learn: `accuracy` >= thresholds.accuracy at a logged step (the first).
-- attention_learned / attention_steps (copy): `attn_acc` (the best head's attention accuracy
-  over content steps) >= thresholds.attention_learned at a logged step (the first);
-  attention_heads: how many heads' `attn_acc_head` reached it at some logged step.
-- attention_onset, ktiw_onset: first step with `attn_acc`, `ktiw_acc` >= their thresholds.
-- plateau_exit (topic task): first step whose loss is below the plateau level, `plateau` of the
-  way from the loss floor H(y | topic word) up to ln C (`plateau_level`).
-A trial without trajectory rows (a failed one) gets NA for every outcome, not False.
+The trainer stores outcomes at the default thresholds through `trials_outcomes`; an analysis
+recomputes them at its own with `recompute_outcomes` / `with_outcomes`. Both evaluate the same
+declared rules (`sweeper.results.rules`: each family passes its own, `CORE_RULES` are every
+family's) with the same vectorised code, so the stored values and the recomputed ones cannot
+disagree. Thresholds are arguments, never constants inside the trainer; the trajectory keeps
+everything needed. A trial without trajectory rows (a failed one) gets NA for every outcome,
+not False; an outcome no rule gives is NA.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from sweeper.results.errors import ResultsInputError
+from sweeper.results.rules import (
+    CORE_RULES,
+    LEARNED,
+    SUCCESS_OUTCOMES,
+    OutcomeRule,
+    merge_rules,
+    outcome_columns,
+)
 from sweeper.results.schema import Metric, scalar
-
-OUTCOME_COLUMNS = ("learned", "steps_to_learn", "attention_learned", "attention_steps",
-                   "attention_heads", "attention_onset", "ktiw_onset", "plateau_exit")
-SUCCESS_OUTCOMES = {"learned": "steps_to_learn", "attention_learned": "attention_steps"}
-STEP_OUTCOMES = ("steps_to_learn", "attention_steps", "attention_onset", "ktiw_onset",
-                 "plateau_exit")  # a step, or never: NA
-OUTCOME_TYPES = {c: pa.bool_() if c in SUCCESS_OUTCOMES else pa.int64()
-                 for c in OUTCOME_COLUMNS} | {"diverged_step": pa.int64()}
 
 
 @dataclass(frozen=True)
@@ -43,26 +36,41 @@ class Thresholds:
     has, once `attn_acc` >= this. attention, ktiw: the onsets are the first steps with
     `attn_acc`, `ktiw_acc` >= these. plateau: topic task, the plateau is
     left when the loss falls this fraction of the way from its floor up to ln(C) (the floor is
-    0 at co-occurrence 1, so then: below plateau * ln(C))."""
+    0 at co-occurrence 1, so then: below plateau * ln(C)). others: the thresholds a family's
+    own rules name (by name; a rule's `default` where absent)."""
 
     accuracy: float = 0.95
     attention: float = 0.5
     ktiw: float = 0.5
     plateau: float = 0.5
     attention_learned: float = 0.9
+    others: Mapping[str, float] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        for name in ("accuracy", "attention", "ktiw", "plateau", "attention_learned"):
-            value = getattr(self, name)
+        named = {n: getattr(self, n) for n in _NAMED}
+        for name, value in {**named, **self.others}.items():
             if isinstance(value, bool) or not (isinstance(value, int | float) and 0 <= value <= 1):
                 raise ResultsInputError(f"{name} threshold: got {value!r}; allowed: a number "
                                         "in [0, 1]")
+
+    def of(self, rule: OutcomeRule) -> float:
+        """The threshold `rule` is judged at."""
+        if rule.threshold in _NAMED:
+            return getattr(self, rule.threshold)
+        value = self.others.get(rule.threshold, rule.default)
+        if value is None:
+            raise ResultsInputError(f"outcome {rule.column}: threshold {rule.threshold!r} has "
+                                    "no value; give it in Thresholds(others=...)")
+        return value
+
+
+_NAMED = ("accuracy", "attention", "ktiw", "plateau", "attention_learned")
 
 
 DEFAULT_THRESHOLDS = Thresholds()
 
 
-# ---------------------------------------------------------------- the topic task's plateau
+# ---------------------------------------------------------------- the plateau (below_plateau)
 
 def label_entropy(classes, rho):
     """H(y | topic word), the topic task's loss floor: the topic word is of the sentence's
@@ -110,58 +118,69 @@ def _metric(trajectories: pd.DataFrame, name: str) -> pd.Series | None:
 
 
 def recompute_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame | None = None,
-                       thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pd.DataFrame:
+                       thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                       rules: Iterable[OutcomeRule] = ()) -> pd.DataFrame:
     """One row per trial (of `trials` if given, else of the trajectories), keyed by
-    (sweep,) trial_id, with the columns of OUTCOME_COLUMNS.
+    (sweep,) trial_id, with the columns of `outcome_columns(rules)`: `CORE_RULES` and `rules`
+    (the trials' families') evaluated, the other contract columns NA.
 
-    `trials` supplies task.classes and task.cooccurrence for the topic task's plateau. Onsets
-    whose metric is not logged (the topic task has no attn_acc) are NA.
+    `trials` supplies the config columns a rule reads (below_plateau: classes, co-occurrence).
+    Outcomes whose metric is not logged (the topic task has no attn_acc) are NA.
     """
-    if "accuracy" not in trajectories.columns:
+    if LEARNED.metric not in trajectories.columns:
         raise ResultsInputError(
-            "trajectories have no 'accuracy' column, needed for learned; available columns: "
-            + ", ".join(map(str, trajectories.columns)))
+            f"trajectories have no {LEARNED.metric!r} column, needed for learned; available "
+            "columns: " + ", ".join(map(str, trajectories.columns)))
+    rules = merge_rules(CORE_RULES, rules)
     keys = _keys(trajectories) if trials is None else _keys(trials)
     if trials is not None and not set(keys) <= set(trajectories.columns):
         keys = ["trial_id"]
     base = (trials if trials is not None else trajectories)[keys].drop_duplicates()
     out = base.set_index(keys)
-    steps = first_step(trajectories, keys, _metric(trajectories, "accuracy")
-                       >= thresholds.accuracy)
-    out["steps_to_learn"] = steps.reindex(out.index).astype("Int64")
     has_rows = out.index.isin(_index(trajectories, keys))
-    out["learned"] = pd.array(np.where(has_rows, out["steps_to_learn"].notna(), None),
-                              dtype="boolean")
-    for column, metric, level in (("attention_steps", "attn_acc", thresholds.attention_learned),
-                                  ("attention_onset", "attn_acc", thresholds.attention),
-                                  ("ktiw_onset", "ktiw_acc", thresholds.ktiw)):
-        out[column] = _onset(trajectories, keys, metric, level, out.index)
-    out["attention_learned"] = pd.array(
-        np.where(has_rows & ("attn_acc" in trajectories.columns),
-                 out["attention_steps"].notna(), None), dtype="boolean")
-    out["attention_heads"] = _heads_reaching(trajectories, keys, thresholds.attention_learned,
-                                             out.index, has_rows)
-    out["plateau_exit"] = _plateau_exit(trajectories, trials, keys, thresholds, out.index)
-    return out[list(OUTCOME_COLUMNS)].reset_index()
+    for rule in sorted(rules, key=lambda r: r.kind == "success"):  # steps before successes
+        out[rule.column] = _evaluate(rule, trajectories, trials, keys, thresholds.of(rule),
+                                     out, has_rows)
+    for column in outcome_columns(rules):
+        if column not in out.columns:  # a contract column no family here has a rule for
+            out[column] = (pd.array([pd.NA] * len(out), dtype="boolean")
+                           if column in SUCCESS_OUTCOMES else
+                           pd.Series(pd.NA, index=out.index, dtype="Int64"))
+    return out[list(outcome_columns(rules))].reset_index()
 
 
-def _onset(trajectories: pd.DataFrame, keys: list[str], metric: str, level: float,
-           index: pd.Index) -> pd.Series:
-    values = _metric(trajectories, metric)
+def _evaluate(rule: OutcomeRule, trajectories: pd.DataFrame, trials: pd.DataFrame | None,
+              keys: list[str], level: float, out: pd.DataFrame, has_rows: np.ndarray
+              ) -> pd.Series | pd.arrays.BooleanArray:
+    """One rule's column, per trial of `out`'s index."""
+    if rule.kind == "success":
+        logged = has_rows & (rule.metric in trajectories.columns)
+        return pd.array(np.where(logged, out[rule.steps].notna(), None), dtype="boolean")
+    if rule.kind == "items_reaching":
+        return _items_reaching(trajectories, keys, rule.metric, level, out.index, has_rows)
+    values = _metric(trajectories, rule.metric)
     if values is None:
-        return pd.Series(pd.NA, index=index, dtype="Int64")
-    return first_step(trajectories, keys, values >= level).reindex(index).astype("Int64")
+        return pd.Series(pd.NA, index=out.index, dtype="Int64")
+    if rule.kind == "first_step":
+        hit = values >= level
+    elif rule.kind == "first_below":
+        hit = values < level
+    else:
+        hit = _below_plateau(values, trajectories, trials, keys, rule.config, level)
+        if hit is None:
+            return pd.Series(pd.NA, index=out.index, dtype="Int64")
+    return first_step(trajectories, keys, hit).reindex(out.index).astype("Int64")
 
 
-def _heads_reaching(trajectories: pd.DataFrame, keys: list[str], level: float,
+def _items_reaching(trajectories: pd.DataFrame, keys: list[str], metric: str, level: float,
                     index: pd.Index, has_rows: np.ndarray) -> pd.Series:
-    """Per trial, how many heads' `attn_acc_head` reached `level` at some logged step."""
-    if "attn_acc_head" not in trajectories.columns:
+    """Per trial, how many items (heads) of a per-item metric reached `level` at some step."""
+    if metric not in trajectories.columns:
         return pd.Series(pd.NA, index=index, dtype="Int64")
-    rows = trajectories[[*keys, "attn_acc_head"]].dropna(subset=["attn_acc_head"])
-    heads = rows.explode("attn_acc_head")
+    rows = trajectories[[*keys, metric]].dropna(subset=[metric])
+    heads = rows.explode(metric)
     heads["head"] = heads.groupby(level=0).cumcount()
-    heads["value"] = pd.to_numeric(heads["attn_acc_head"], errors="coerce")
+    heads["value"] = pd.to_numeric(heads[metric], errors="coerce")
     best = heads.groupby([*keys, "head"], sort=False)["value"].max()
     count = (best >= level).groupby(level=list(range(len(keys))), sort=False).sum()
     if len(keys) == 1:
@@ -171,40 +190,44 @@ def _heads_reaching(trajectories: pd.DataFrame, keys: list[str], level: float,
     return counts
 
 
-def _plateau_exit(trajectories: pd.DataFrame, trials: pd.DataFrame | None, keys: list[str],
-                  thresholds: Thresholds, index: pd.Index) -> pd.Series:
-    loss = _metric(trajectories, "loss")
-    if loss is None or trials is None or "task.classes" not in trials.columns:
-        return pd.Series(pd.NA, index=index, dtype="Int64")
-    config = trials.drop_duplicates(keys).set_index(keys)
+def _below_plateau(values: pd.Series, trajectories: pd.DataFrame, trials: pd.DataFrame | None,
+                   keys: list[str], config: tuple[str, ...], fraction: float
+                   ) -> pd.Series | None:
+    """Per trajectory row, whether `values` is below its trial's plateau level (None: the
+    trials do not say their classes)."""
+    classes_column, *rho_column = config
+    if trials is None or classes_column not in trials.columns:
+        return None
+    table = trials.drop_duplicates(keys).set_index(keys)
     rows = _index(trajectories, keys)
-    classes = config["task.classes"].astype(float).reindex(rows).to_numpy()
-    rho = (config["task.cooccurrence"].astype(float).reindex(rows).to_numpy()
-           if "task.cooccurrence" in config.columns else np.ones_like(classes))
+    classes = table[classes_column].astype(float).reindex(rows).to_numpy()
+    rho = (table[rho_column[0]].astype(float).reindex(rows).to_numpy()
+           if rho_column and rho_column[0] in table.columns else np.ones_like(classes))
     rho = np.where(np.isnan(rho), 1.0, rho)
-    level = plateau_level(classes, rho, thresholds.plateau)
-    hit = pd.Series(loss.to_numpy() < level, index=trajectories.index)  # NaN level: False
-    return first_step(trajectories, keys, hit).reindex(index).astype("Int64")
+    level = plateau_level(classes, rho, fraction)
+    return pd.Series(values.to_numpy() < level, index=trajectories.index)  # NaN level: False
 
 
 def with_outcomes(trials: pd.DataFrame, trajectories: pd.DataFrame,
-                  thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pd.DataFrame:
+                  thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                  rules: Iterable[OutcomeRule] = ()) -> pd.DataFrame:
     """The trials with their outcome columns replaced by ones recomputed at `thresholds`."""
-    recomputed = recompute_outcomes(trajectories, trials, thresholds)
+    recomputed = recompute_outcomes(trajectories, trials, thresholds, rules)
     keys = [k for k in ("sweep", "trial_id") if k in recomputed.columns]
-    kept = trials.drop(columns=[c for c in OUTCOME_COLUMNS if c in trials.columns])
+    kept = trials.drop(columns=[c for c in recomputed.columns
+                                if c in trials.columns and c not in keys])
     return kept.merge(recomputed, on=keys, how="left", validate="one_to_one")
 
 
 # ---------------------------------------------------------------- outcomes as stored
 
 def derive_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame,
-                    metrics: Iterable[Metric],
-                    thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pd.DataFrame:
+                    metrics: Iterable[Metric], thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                    rules: Iterable[OutcomeRule] = ()) -> pd.DataFrame:
     """What the trials table stores per trial: `recompute_outcomes`, plus final_<m> (the last
     logged value that is a number) and best_<m> (max, or min where lower is better) of each
     scalar metric. One row per trial of `trials`, keyed by trial_id."""
-    out = recompute_outcomes(trajectories, trials, thresholds).set_index("trial_id")
+    out = recompute_outcomes(trajectories, trials, thresholds, rules).set_index("trial_id")
     ordered = trajectories.sort_values(["trial_id", "step"])
     for m in scalar(metrics):
         values = (pd.to_numeric(ordered[m.name], errors="coerce").astype(float)
@@ -217,12 +240,13 @@ def derive_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame,
 
 
 def trials_outcomes(trajectories: Sequence[Mapping[str, Sequence]], metrics: Iterable[Metric],
+                    rules: Iterable[OutcomeRule] = (),
                     configs: Sequence[Mapping[str, object]] | None = None,
                     thresholds: Thresholds = DEFAULT_THRESHOLDS) -> list[dict[str, object]]:
     """`derive_outcomes` of trials whose trajectories are lists ("step" and one list per
-    metric), in one vectorised pass; configs: per trial, task.classes and task.cooccurrence
-    where the task has them (the topic task's plateau)."""
-    metrics = tuple(metrics)
+    metric), in one vectorised pass; rules: the trials' family's; configs: per trial, the
+    config columns its rules read (below_plateau: task.classes, task.cooccurrence)."""
+    metrics, rules = tuple(metrics), tuple(rules)
     ids = [str(i) for i in range(len(trajectories))]
 
     def column(name: str) -> list:
@@ -234,20 +258,19 @@ def trials_outcomes(trajectories: Sequence[Mapping[str, Sequence]], metrics: Ite
         **{m.name: pd.Series(column(m.name), dtype=object) if m.per_item
            else pd.array(column(m.name), dtype="Float64") for m in metrics}})
     trials = pd.DataFrame({"trial_id": ids})
-    for key in ("task.classes", "task.cooccurrence"):
+    for key in dict.fromkeys(c for r in rules for c in r.config):
         values = [(c or {}).get(key) for c in (configs or [{}] * len(ids))]
         if any(v is not None for v in values):
             trials[key] = pd.array(values, dtype="Float64")
-    rows = derive_outcomes(frame, trials, metrics, thresholds).set_index("trial_id").loc[ids]
-    return [{c: _plain(v) for c, v in row.items()} for _, row in rows.iterrows()]
+    rows = derive_outcomes(frame, trials, metrics, thresholds, rules).set_index("trial_id")
+    return [{c: _plain(v) for c, v in row.items()} for _, row in rows.loc[ids].iterrows()]
 
 
-def trial_outcomes(trajectory: Mapping[str, Sequence], metrics: Iterable[Metric], *,
-                   classes: int | None = None, cooccurrence: float = 1.0,
+def trial_outcomes(trajectory: Mapping[str, Sequence], metrics: Iterable[Metric],
+                   rules: Iterable[OutcomeRule] = (), config: Mapping[str, object] | None = None,
                    thresholds: Thresholds = DEFAULT_THRESHOLDS) -> dict[str, object]:
     """`trials_outcomes` of one trial."""
-    config = {"task.classes": classes, "task.cooccurrence": cooccurrence} if classes else {}
-    return trials_outcomes([trajectory], metrics, [config], thresholds)[0]
+    return trials_outcomes([trajectory], metrics, rules, [config or {}], thresholds)[0]
 
 
 def _plain(value: object) -> object:

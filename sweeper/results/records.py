@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from sweeper.results.outcomes import OUTCOME_COLUMNS
-from sweeper.results.schema import Metric, trajectory_schema, trials_schema
+from sweeper.results.rules import OutcomeRule, outcome_columns
+from sweeper.results.schema import Metric, summary_fields, trajectory_schema, trials_schema
 
 
 class Record(Protocol):
@@ -24,7 +24,10 @@ class Record(Protocol):
     host: str
     diverged_step: int | None
     shared_with: str | None  # the trial whose training this is (its trajectory); None: its own
-    outcomes: Mapping[str, Any]  # OUTCOME_COLUMNS and final_/best_ of each scalar metric
+    outcomes: Mapping[str, Any]  # outcome_columns(rules) and final_/best_ of each scalar metric
+    # optional: the family's outcome rules (`Family.outcome_rules`), for the columns they add
+    # after OUTCOME_COLUMNS (a record without them stores the contract's only)
+    # outcome_rules: tuple[OutcomeRule, ...]
     trajectory: Mapping[str, Sequence]  # "step" and one list per metric
 
     @property
@@ -37,11 +40,11 @@ class Record(Protocol):
         """The Arrow type of each of `columns()`, from the parameters' declarations."""
 
 
-def failed_outcomes(metrics: Sequence[Metric]) -> dict[str, None]:
+def failed_outcomes(metrics: Sequence[Metric], rules: Sequence[OutcomeRule] = ()
+                    ) -> dict[str, None]:
     """The outcomes of a trial that has no trajectory: all unknown."""
-    from sweeper.results.schema import summary_fields
-
-    return {**{c: None for c in OUTCOME_COLUMNS}, **{f.name: None for f in summary_fields(metrics)}}
+    return {**{c: None for c in outcome_columns(rules)},
+            **{f.name: None for f in summary_fields(metrics)}}
 
 
 def trials_table(records: Sequence[Record], sweep: str, pack: str, attempts: int = 1,
@@ -53,7 +56,8 @@ def trials_table(records: Sequence[Record], sweep: str, pack: str, attempts: int
                      "host": r.host, "node_id": node_id, "attempts": attempts,
                      "shared_with": getattr(r, "shared_with", None),
                      **r.columns(), **r.outcomes, "diverged_step": r.diverged_step})
-    schema = trials_schema(records[0].column_types(), records[0].metrics)
+    schema = trials_schema(records[0].column_types(), records[0].metrics,
+                           getattr(records[0], "outcome_rules", ()))
     return pa.Table.from_pylist(rows, schema=schema)
 
 

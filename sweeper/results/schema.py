@@ -4,7 +4,7 @@
   word); the trajectories table has one column per metric.
 - The trials table: run facts (`RUN_FIELDS`), one typed column per config value (the caller
   gives their names and types, from the task's and model's parameter declarations), the
-  outcomes (`sweeper.results.outcomes`) and, per scalar metric, `final_<m>` and `best_<m>`.
+  outcomes (`sweeper.results.rules`) and, per scalar metric, `final_<m>` and `best_<m>`.
 
 `TABLE_SCHEMA_VERSION` is written into every file's metadata; readers accept older versions
 (`LEGACY_COLUMNS` renames what an older version called otherwise).
@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
+
+from sweeper.results.rules import OutcomeRule, outcome_types
 
 TABLE_SCHEMA_VERSION = 2  # 2: train.optimizer / train.lr (1 called them optim.name / optim.lr)
 
@@ -63,14 +65,13 @@ def summary_fields(metrics: Iterable[Metric]) -> list[pa.Field]:
             for m in scalar(metrics) for kind in ("final", "best")]
 
 
-def trials_schema(config_types: Mapping[str, pa.DataType], metrics: Iterable[Metric]
-                  ) -> pa.Schema:
-    """Run facts, config columns (in the order given), outcomes, final/best per metric."""
-    from sweeper.results.outcomes import OUTCOME_TYPES
-
+def trials_schema(config_types: Mapping[str, pa.DataType], metrics: Iterable[Metric],
+                  rules: Iterable[OutcomeRule] = ()) -> pa.Schema:
+    """Run facts, config columns (in the order given), outcomes (the contract's, diverged_step,
+    then the other columns of the family's `rules`), final/best per metric."""
     fields = list(RUN_FIELDS)
     fields += [pa.field(name, t) for name, t in config_types.items()]
-    fields += [pa.field(name, t) for name, t in OUTCOME_TYPES.items()]
+    fields += [pa.field(name, t) for name, t in outcome_types(rules).items()]
     fields += summary_fields(metrics)
     return pa.schema(fields)
 

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from sweeper.results.cells import counted, wilson_interval
 from sweeper.results.layout import COMPACT_PREFIX, is_part
-from sweeper.results.outcomes import SUCCESS_OUTCOMES
+from sweeper.results.rules import SUCCESS_OUTCOMES
 
 SUMMARY_FILE = "cells.parquet"
 PROGRESS_FILE = "progress.json"

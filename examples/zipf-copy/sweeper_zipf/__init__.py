@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 from sweeper.errors import ParameterError
 from sweeper.families import Family
-from sweeper.families.copy import copy_metrics
+from sweeper.families.copy import COPY_OUTCOMES, copy_metrics
 from sweeper.families.copy.task import CopyTokens
 from sweeper.registry import Entry, Param
+from sweeper.results import OutcomeRule
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,12 @@ TASK = Entry(
     check=check,
 )
 
+# An outcome of its own, declared as data and evaluated by sweeper's results package (stored
+# with each trial, recomputed by `analysis` at other thresholds): the first step at which the
+# best head puts at least `mass` (a threshold of this family's, default 0.5) of its attention
+# on the aligned source token.
+MASS_ONSET = OutcomeRule("mass_onset", "first_step", "attn_mass", "mass", default=0.5)
+
 FAMILY = Family(
     name="zipf-copy",
     doc="Copying with Zipf-distributed token frequencies (a plugin).",
@@ -69,6 +76,8 @@ FAMILY = Family(
     experiment="sweeper_zipf.data:ZipfCopyExperiment",
     metrics=copy_metrics(components=()),
     phase_outcome="attention_learned",
+    outcomes=(*COPY_OUTCOMES, MASS_ONSET),  # copy's (attention learned, onsets), and its own
+    derived=("task.content_tokens",),
     summary_columns=("loss", "accuracy", "attn_acc", "ktiw_acc", "uniform_acc"),
     labels={"task.content_tokens": "content tokens N"},
     small={"task": {"length": 5, "exponent": 1.0}, "model": {"width": 8},

@@ -9,10 +9,23 @@ measures the mechanisms behind its results on freshly trained models.
 
 from __future__ import annotations
 
-from sweeper.families import Family
+from sweeper.families.base import Family
 from sweeper.families.copy import config, task
 from sweeper.families.copy.task import COMPONENTS
+from sweeper.results.rules import OutcomeRule
 from sweeper.results.schema import Metric
+
+# Whether attention learned: the best head's attention accuracy `attn_acc` over content steps
+# reached the attention_learned threshold (the first step: attention_steps), how many heads'
+# did, and the onsets: the first steps with attn_acc, ktiw_acc >= their thresholds.
+COPY_OUTCOMES = (
+    OutcomeRule("attention_learned", "success", "attn_acc", "attention_learned",
+                steps="attention_steps"),
+    OutcomeRule("attention_steps", "first_step", "attn_acc", "attention_learned"),
+    OutcomeRule("attention_heads", "items_reaching", "attn_acc_head", "attention_learned"),
+    OutcomeRule("attention_onset", "first_step", "attn_acc", "attention"),
+    OutcomeRule("ktiw_onset", "first_step", "ktiw_acc", "ktiw"),
+)
 
 
 def copy_metrics(components: tuple[str, ...] = COMPONENTS) -> tuple[Metric, ...]:
@@ -50,6 +63,8 @@ FAMILY = Family(
     experiment="sweeper.families.copy.experiment:CopyExperiment",
     metrics=copy_metrics(),
     phase_outcome="attention_learned",
+    outcomes=COPY_OUTCOMES,
+    derived=("task.content_tokens", "task.lift"),
     summary_columns=("loss", "accuracy", "attn_acc", "ktiw_acc", "uniform_acc"),
     seed_metrics=("accuracy", "attn_acc"),
     labels={"task.content_tokens": "content tokens N", "task.lift": "lift (N-1)/(L-1)"},

@@ -9,8 +9,9 @@ outcome its phase diagrams draw (token accuracy `learned`; `plateau_exit` beside
 
 from __future__ import annotations
 
-from sweeper.families import Family
+from sweeper.families.base import Family
 from sweeper.families.topic import config, task
+from sweeper.results.rules import OutcomeRule
 from sweeper.results.schema import Metric
 
 METRICS = (
@@ -21,6 +22,11 @@ METRICS = (
     Metric("topic_score_mean"), Metric("distractor_score_max", lower_is_better=True),
     Metric("distractor_norm_max", lower_is_better=True),
 )
+# The first step whose loss is below the plateau level: `plateau` of the way from the loss
+# floor H(y | topic word) up to ln C (`sweeper.results.plateau_level`).
+PLATEAU_EXIT = OutcomeRule("plateau_exit", "below_plateau", "loss", "plateau",
+                           config=("task.classes", "task.cooccurrence"))
+
 
 def memory_bytes(task: dict, model: dict, train: dict) -> int:
     """Peak bytes of one topic trial, within a small factor: its sentences as word ids and the
@@ -40,6 +46,7 @@ FAMILY = Family(
     experiment="sweeper.families.topic.experiment:TopicExperiment",
     metrics=METRICS,
     phase_outcome="learned",
+    outcomes=(PLATEAU_EXIT,),
     train_defaults={"optimizer": "sgd", "lr": 0.1, "batch_size": None, "steps": 5000,
                     "eval_every": 50},
     full_batch=True,
