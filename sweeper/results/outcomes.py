@@ -139,8 +139,8 @@ def recompute_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame | None =
     out = base.set_index(keys)
     has_rows = out.index.isin(_index(trajectories, keys))
     for rule in sorted(rules, key=lambda r: r.kind == "success"):  # steps before successes
-        out[rule.column] = _evaluate(rule, trajectories, trials, keys, thresholds.of(rule),
-                                     out, has_rows)
+        level = None if rule.kind == "success" else thresholds.of(rule)  # its steps' level
+        out[rule.column] = _evaluate(rule, trajectories, trials, keys, level, out, has_rows)
     for column in outcome_columns(rules):
         if column not in out.columns:  # a contract column no family here has a rule for
             out[column] = (pd.array([pd.NA] * len(out), dtype="boolean")
@@ -150,7 +150,7 @@ def recompute_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame | None =
 
 
 def _evaluate(rule: OutcomeRule, trajectories: pd.DataFrame, trials: pd.DataFrame | None,
-              keys: list[str], level: float, out: pd.DataFrame, has_rows: np.ndarray
+              keys: list[str], level: float | None, out: pd.DataFrame, has_rows: np.ndarray
               ) -> pd.Series | pd.arrays.BooleanArray:
     """One rule's column, per trial of `out`'s index."""
     if rule.kind == "success":
