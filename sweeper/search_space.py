@@ -43,7 +43,7 @@ import yaml
 from sweeper.errors import ParameterError, SweeperInputError, did_you_mean
 from sweeper.families import MODELS, TASKS, Family, check_pair, family_of
 from sweeper.registry import Entry, Param
-from sweeper.results import OUTCOME_COLUMNS, check_sweep_name
+from sweeper.results import check_sweep_name, outcome_columns
 from sweeper.spec import TRAIN_ENTRY, make_spec
 
 TOP_KEYS = ("name", "task", "model", "fixed", "axes", "seeds", "search", "scheduler", "budget",
@@ -388,8 +388,8 @@ def _search(raw: Any, axes: tuple[Axis, ...], family: Family,
     seed = _int_at(raw.get("seed", 0), "search.seed", 0)
     if kind == "random":
         return Search("random", trials, seed=seed)
-    objectives = OUTCOME_COLUMNS + tuple(f"{w}_{m.name}" for m in family.scalar_metrics()
-                                  for w in ("final", "best"))
+    objectives = outcome_columns(family.outcome_rules) + tuple(
+        f"{w}_{m.name}" for m in family.scalar_metrics() for w in ("final", "best"))
     objective = raw.get("objective")
     if objective not in objectives:
         raise SweepFileError(f"search.objective: got {objective!r}"
@@ -406,15 +406,11 @@ def _search(raw: Any, axes: tuple[Axis, ...], family: Family,
 def _boundary_search(raw: dict, axes: tuple[Axis, ...], family: Family,
                      seeds: tuple[int, ...]) -> Search:
     """search: {type: boundary, ...}: the grid axes' cells are its candidates."""
-    from sweeper.results import SUCCESS_OUTCOMES
-
     if not axes:
         raise _fail("axes", None, "at least one grid axis for search boundary")
     trials = _int_at(raw.get("trials"), "search.trials", 1, 1_000_000)
     outcome = raw.get("outcome", family.phase_outcome)
-    metrics = {m.name for m in family.metrics}
-    outcomes = tuple(o for o in SUCCESS_OUTCOMES
-                     if o != "attention_learned" or "attn_acc" in metrics)
+    outcomes = tuple(r.column for r in family.outcome_rules if r.kind == "success")
     if outcome not in outcomes:
         raise SweepFileError(f"search.outcome: got {outcome!r}"
                              f"{_suggest_plain(outcome, outcomes)}; allowed: "
