@@ -22,6 +22,7 @@ from analysis import AnalysisInputError, load
 from analysis import where as where_lang
 from analysis.load import pack_of_file, split_sweep_dir
 from analysis.synthetic import compact_sweep
+from sweeper.results import ResultsInputError
 
 try:
     from analysis_fixtures import counting_filesystem, small_copy_sweep, store  # noqa: F401
@@ -199,11 +200,11 @@ def test_analysis_and_the_results_contract_import_neither_torch_nor_ray_nor_the_
     ({"where": "model.heads =="}, "malformed where"),
     ({"where": "accuracy > 0.5 or model.heads == 1"}, "mixes trials columns"),
     ({"sweep": "nope"}, "no sweep 'nope'.*available sweeps: copy, topic"),
-    ({"sweep": "../copy"}, "bad sweep name"),
+    ({"sweep": "../copy"}, "sweep: got '../copy'; allowed: 1-128 characters"),
 ])
 def test_bad_input_gets_one_line_errors(store, kwargs, message):
-    kwargs.setdefault("sweep", "copy")
-    with pytest.raises(AnalysisInputError, match=message) as info:
+    kwargs.setdefault("sweep", "copy")  # a bad name: the results package's one rule and error
+    with pytest.raises(ResultsInputError, match=message) as info:
         load(store, **kwargs)
     assert "\n" not in str(info.value)
     assert isinstance(info.value, ValueError)

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -50,8 +49,16 @@ from sweeper.results.layout import (
 )
 from sweeper.results.memfs import memory_filesystem
 from sweeper.results.provenance import provenance
+from sweeper.results.reading import (
+    MANIFEST_FILE,
+    current_names,
+    list_sweeps,
+    read_manifest,
+    read_replaces,
+    replaces,
+)
 from sweeper.results.records import Record, trajectories_table, trials_table
-from sweeper.results.schema import LEGACY_COLUMNS, RUN_FIELDS, TABLE_SCHEMA_VERSION
+from sweeper.results.schema import RUN_FIELDS, TABLE_SCHEMA_VERSION
 
 QUARANTINE = "quarantine"  # a sweep's folder for files recovery could not read
 
@@ -123,7 +130,7 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, dict] | Non
 
     trials = {n for n in names["trials"] if readable_trials(n)}
     chosen = committed_files({"trials": trials, "trajectories": set(names["trajectories"])},
-                             lambda n: json.loads(metadata[n].get(b"sweeper.replaces", b"[]")))
+                             lambda n: replaces(metadata[n]))
     lost = {n for n in chosen["trajectories"] if not readable_trajectories(n)}
     kept = {t: [f"{folder}/{t}/{n}" for n in chosen[t] if n not in lost] for t in TABLES}
     superseded = frozenset(i for n in chosen["trials"] if n not in lost
@@ -321,29 +328,16 @@ class Store:
         merged = {**old, **manifest, "sweep": sweep, "schema_version": TABLE_SCHEMA_VERSION,
                   "provenance": provenance(), "created": old.get("created", now),
                   "updated": now}
-        self._put(self.path(sweep, "manifest.json"), json.dumps(merged, indent=2).encode())
+        self._put(self.path(sweep, MANIFEST_FILE), json.dumps(merged, indent=2).encode())
 
     # reading -------------------------------------------------------------------------------
     def sweeps(self) -> list[str]:
         """The sweep folders under the root (those holding a trials/ folder)."""
-        selector = pafs.FileSelector(self.root, allow_not_found=True)
-        folders = [i.base_name for i in self.fs.get_file_info(selector)
-                   if i.type == pafs.FileType.Directory]
-        return sorted(f for f in folders if self.fs.get_file_info(
-            f"{self.root}/{f}/trials").type == pafs.FileType.Directory)
+        return list_sweeps(self.fs, self.root)
 
     def read_manifest(self, sweep: str) -> dict[str, Any] | None:
-        path = self.path(sweep, "manifest.json")
-        if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
-            return None
-        with self.fs.open_input_stream(path) as f:
-            text = f.read()
-        try:
-            return json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ResultsInputError(f"{path}: not JSON ({exc}); allowed: the manifest sweeper "
-                                    "writes (move the file aside to have it written again)"
-                                    ) from None
+        """The sweep's manifest, or None before its first run wrote one."""
+        return read_manifest(self.fs, self.path(sweep))
 
     def committed(self, sweep: str) -> dict[str, list[str]]:
         """Both tables' committed files (full paths), by `committed_files`; a file that cannot
@@ -367,8 +361,7 @@ class Store:
 
     def _replaces(self, sweep: str, name: str) -> list[str]:
         """The files a compacted trials file names in its `replaces` metadata."""
-        meta = pq.read_schema(self.path(sweep, "trials", name), filesystem=self.fs).metadata or {}
-        return json.loads(meta.get(b"sweeper.replaces", b"[]"))
+        return read_replaces(self.fs, self.path(sweep, "trials", name))
 
     def _names(self, sweep: str, table: str) -> set[str]:
         selector = pafs.FileSelector(self.path(sweep, table), allow_not_found=True)
@@ -475,7 +468,7 @@ class Store:
         trial_files = [p.rsplit("/", 1)[1] for p in self.files(sweep, "trials")]
         if len(trial_files) <= 1 and row_groups is None:
             return len(trial_files), len(self.stored_ids(sweep))
-        trials = _current_names(self.read(sweep, "trials"))
+        trials = current_names(self.read(sweep, "trials"))
         trajectories = self.read(sweep, "trajectories").sort_by([("trial_id", "ascending"),
                                                                  ("step", "ascending")])
         if trials.num_rows != len(set(trials.column("trial_id").to_pylist())):
@@ -491,18 +484,6 @@ class Store:
             for old in trial_files:
                 self.fs.delete_file(self.path(sweep, table, old))
         return len(trial_files), trials.num_rows
-
-
-def _current_names(table: pa.Table) -> pa.Table:
-    """Compaction writes today's column names (a mix of old and new files is unified)."""
-    columns = {}
-    for name in table.column_names:
-        new = LEGACY_COLUMNS.get(name, name)
-        if new in columns:
-            columns[new] = pa.compute.coalesce(columns[new], table.column(name))
-        else:
-            columns[new] = table.column(name)
-    return pa.table(columns, metadata=table.schema.metadata)
 
 
 def _local_root(uri: str) -> str:
