@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from synthetic_stores import compact_sweep
 
 import analysis
 from analysis import AnalysisInputError, load
 from analysis import where as where_lang
 from analysis.load import pack_of_file, split_sweep_dir
-from analysis.synthetic import compact_sweep
 from sweeper.results import ResultsInputError
 
 try:
@@ -177,7 +177,7 @@ def test_analysis_and_the_results_contract_import_neither_torch_nor_ray_nor_the_
     """analysis reads through the results contract; for words and outcomes it reads the
     families' declarations (torch-free), nothing else of sweeper."""
     code = ("import sys, sweeper.results, analysis, analysis.cli, analysis.report, "
-            "analysis.plots, analysis.synthetic, analysis.plots as p; "
+            "analysis.plots, analysis.plots as p; "
             "p.axis_label('task.hardness'); "
             "ok = ('sweeper.results', 'sweeper.families', 'sweeper.registry', 'sweeper.errors'); "
             "bad = {m for m in sys.modules if m.split('.')[0] in ('torch', 'ray') or "
