@@ -16,6 +16,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sweeper.results.errors import ResultsInputError
+from sweeper.results.layout import is_part
 from sweeper.results.schema import LEGACY_COLUMNS
 
 MANIFEST_FILE = "manifest.json"
@@ -33,6 +34,14 @@ def list_sweeps(fs: pafs.FileSystem, root: str) -> list[str]:
     infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
     return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory
                   and _is_dir(fs, f"{root}/{i.base_name}/trials"))
+
+
+def part_files(fs: pafs.FileSystem, directory: str) -> dict[str, int]:
+    """The `part-*.parquet` files of a table's folder (name -> size): what the commit rule
+    chooses from; temporary and hidden files are never read."""
+    selector = pafs.FileSelector(directory, allow_not_found=True)
+    return {info.base_name: info.size for info in fs.get_file_info(selector)
+            if info.type == pafs.FileType.File and is_part(info.base_name)}
 
 
 def read_manifest(fs: pafs.FileSystem, folder: str) -> dict[str, Any] | None:

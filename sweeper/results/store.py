@@ -43,7 +43,6 @@ from sweeper.results.layout import (
     TEMP_PREFIX,
     check_sweep_name,
     committed_files,
-    is_part,
     pack_id,
     part_name,
 )
@@ -53,6 +52,7 @@ from sweeper.results.reading import (
     MANIFEST_FILE,
     current_names,
     list_sweeps,
+    part_files,
     read_manifest,
     read_replaces,
     replaces,
@@ -100,7 +100,7 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, dict] | Non
     `analysis`, which passes trajectories=False and checks a trajectories file when it reads
     it."""
     checked = {} if checked is None else checked
-    names = {t: _part_names(fs, f"{folder}/{t}") for t in TABLES}
+    names = {t: part_files(fs, f"{folder}/{t}") for t in TABLES}
     damaged: dict[str, str] = {}
     metadata: dict[str, dict] = {}
 
@@ -160,13 +160,6 @@ def parquet_tail_problem(fs: pafs.FileSystem, path: str, size: int | None = None
     if len(tail) < 8 or tail[4:] != b"PAR1" or int.from_bytes(tail[:4], "little") > size - 12:
         return f"not a whole Parquet file ({size} bytes)"
     return None
-
-
-def _part_names(fs: pafs.FileSystem, directory: str) -> dict[str, int]:
-    """The `part-*.parquet` files of a table's folder, with their sizes."""
-    selector = pafs.FileSelector(directory, allow_not_found=True)
-    return {info.base_name: info.size for info in fs.get_file_info(selector)
-            if info.type == pafs.FileType.File and is_part(info.base_name)}
 
 
 def _why(exc: Exception) -> str:
@@ -364,9 +357,7 @@ class Store:
         return read_replaces(self.fs, self.path(sweep, "trials", name))
 
     def _names(self, sweep: str, table: str) -> set[str]:
-        selector = pafs.FileSelector(self.path(sweep, table), allow_not_found=True)
-        return {info.base_name for info in self.fs.get_file_info(selector)
-                if is_part(info.base_name)}
+        return set(part_files(self.fs, self.path(sweep, table)))
 
     def dataset(self, sweep: str, table: str) -> ds.Dataset | None:
         files = self.files(sweep, table)

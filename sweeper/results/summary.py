@@ -36,9 +36,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sweeper.results.cells import counted, wilson_interval
-from sweeper.results.layout import COMPACT_PREFIX, is_part
+from sweeper.results.layout import COMPACT_PREFIX
 from sweeper.results.outcomes import SUCCESS_OUTCOMES
-from sweeper.results.reading import current_names, to_frame
+from sweeper.results.reading import current_names, part_files, to_frame
 
 SUMMARY_FILE = "cells.parquet"
 PROGRESS_FILE = "progress.json"
@@ -171,9 +171,7 @@ def read_summary(fs: pafs.FileSystem, folder: str) -> CellSummary | None:
 
 def trial_file_names(fs: pafs.FileSystem, folder: str) -> set[str]:
     """The `part-*.parquet` names in a sweep's trials folder (one listing, no file opened)."""
-    selector = pafs.FileSelector(f"{folder}/trials", allow_not_found=True)
-    return {i.base_name for i in fs.get_file_info(selector)
-            if i.type == pafs.FileType.File and is_part(i.base_name)}
+    return set(part_files(fs, f"{folder}/trials"))
 
 
 def current_summary(fs: pafs.FileSystem, folder: str, committed: Sequence[str],
