@@ -30,7 +30,7 @@ from sweeper.results.reading import current_names, list_sweeps, read_manifest, t
 from sweeper.results.store import (
     parquet_tail_problem,
     scan_folder,
-    warn,
+    warn_damaged,
     without_superseded,
 )
 
@@ -63,8 +63,7 @@ class Sweep:
             if p not in self._checked:
                 problem = parquet_tail_problem(self.filesystem, p)
                 if problem is not None:
-                    warn(f"skipping damaged file {p} ({problem}); the next `sweeper run` moves "
-                         "it to quarantine/ and trains its pack again")
+                    warn_damaged(p, problem)
                     self.files["trajectories"] = [f for f in self.files["trajectories"]
                                                   if f != p]
                     continue
@@ -158,8 +157,7 @@ def sweep_files(fs: pafs.FileSystem, folder: str) -> dict[str, list[str]]:
 def _scan(fs: pafs.FileSystem, folder: str):
     scan = scan_folder(fs, folder, trajectories=False)  # those: checked when read
     for path, why in scan.damaged.items():
-        warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it to "
-             "quarantine/ and trains its pack again")
+        warn_damaged(path, why)
     return scan
 
 

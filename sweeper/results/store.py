@@ -77,6 +77,12 @@ def warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
+def warn_damaged(path: str, why: str) -> None:
+    """The one line a reader prints when it leaves a damaged file out."""
+    warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it to "
+         f"{QUARANTINE}/ and trains its pack again")
+
+
 @dataclass
 class FolderScan:
     """A sweep folder's committed files by the commit rule, and the files that cannot be read
@@ -344,8 +350,7 @@ class Store:
         for path, why in scan.damaged.items():
             if path not in self._warned:
                 self._warned.add(path)
-                warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it "
-                     f"to {QUARANTINE}/ and trains its pack again")
+                warn_damaged(path, why)
         return scan
 
     def files(self, sweep: str, table: str) -> list[str]:
