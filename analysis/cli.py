@@ -49,6 +49,21 @@ def _facet(text: str) -> str | None:
     return None if text.lower() == "none" else text
 
 
+def _add_threshold_options(p: argparse.ArgumentParser) -> None:
+    """The outcome thresholds as options, their defaults the results package's (`Thresholds`)."""
+    default = Thresholds()
+    p.add_argument("--threshold", type=float, default=default.accuracy,
+                   help=f"accuracy at which a trial counts as learned (default {default.accuracy})")
+    p.add_argument("--attention-learned-threshold", type=float,
+                   default=default.attention_learned,
+                   help="attn_acc at which a trial's attention counts as learned "
+                        f"(default {default.attention_learned})")
+    p.add_argument("--attention-threshold", type=float, default=default.attention,
+                   help=f"attn_acc for the attention onset (default {default.attention})")
+    p.add_argument("--ktiw-threshold", type=float, default=default.ktiw,
+                   help=f"ktiw_acc for the KTIW onset (default {default.ktiw})")
+
+
 def _thresholds(args: argparse.Namespace) -> Thresholds:
     return Thresholds(accuracy=args.threshold, attention=args.attention_threshold,
                       ktiw=args.ktiw_threshold,
@@ -110,14 +125,7 @@ def _add_phase_options(p: argparse.ArgumentParser, axes_required: bool) -> None:
                         "accuracy reaches --attention-learned-threshold) or learned (token "
                         "accuracy reaches --threshold); default: the sweep's family's (copy: "
                         "attention_learned, topic: learned)")
-    p.add_argument("--threshold", type=float, default=0.95,
-                   help="accuracy at which a trial counts as learned (default 0.95)")
-    p.add_argument("--attention-learned-threshold", type=float, default=0.9,
-                   help="attn_acc at which a trial's attention counts as learned (default 0.9)")
-    p.add_argument("--attention-threshold", type=float, default=0.5,
-                   help="attn_acc for the attention onset (default 0.5)")
-    p.add_argument("--ktiw-threshold", type=float, default=0.5,
-                   help="ktiw_acc for the KTIW onset (default 0.5)")
+    _add_threshold_options(p)
     p.add_argument("--min-seeds", type=int, default=3,
                    help="cells with fewer counted seeds are marked insufficient (default 3)")
 
@@ -250,14 +258,7 @@ def _add_seeds(subparsers) -> None:
                                 "sweep's varying config columns)")
     p.add_argument("--outcome", choices=("attention_learned", "learned"),
                    help="what colours a seed (default: the sweep's family's)")
-    p.add_argument("--threshold", type=float, default=0.95,
-                   help="accuracy at which a trial counts as learned (default 0.95)")
-    p.add_argument("--attention-learned-threshold", type=float, default=0.9,
-                   help="attn_acc at which a trial's attention counts as learned (default 0.9)")
-    p.add_argument("--attention-threshold", type=float, default=0.5,
-                   help="attn_acc for the attention onset (default 0.5)")
-    p.add_argument("--ktiw-threshold", type=float, default=0.5,
-                   help="ktiw_acc for the KTIW onset (default 0.5)")
+    _add_threshold_options(p)
     p.add_argument("-o", "--output", default="seeds.png", help="seeds.png, .svg or .pdf")
     p.set_defaults(func=run_seeds, analysis_command="seeds")
 

@@ -14,7 +14,6 @@ sorted by trial_id).
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from collections.abc import Iterable, Sequence
@@ -26,11 +25,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
-from sweeper.results import LEGACY_COLUMNS, pack_of_file
+from sweeper.results import check_sweep_name, pack_of_file
+from sweeper.results.reading import current_names, list_sweeps, read_manifest, to_frame
 from sweeper.results.store import (
     parquet_tail_problem,
     scan_folder,
-    warn,
+    warn_damaged,
     without_superseded,
 )
 
@@ -38,16 +38,6 @@ from . import where as where_lang
 from .errors import AnalysisInputError, unknown_column
 
 _FORMAT = ds.ParquetFileFormat()
-_NULLABLE = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
-             pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
-             pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
-             pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype()}
-
-
-def to_frame(table: pa.Table) -> pd.DataFrame:
-    """Arrow to pandas with nullable ints and bools, so a column's dtype never depends on
-    whether it happens to hold a null (steps_to_learn stays an integer column)."""
-    return table.to_pandas(types_mapper=_NULLABLE.get)
 
 
 # ---------------------------------------------------------------- locations
@@ -73,8 +63,7 @@ class Sweep:
             if p not in self._checked:
                 problem = parquet_tail_problem(self.filesystem, p)
                 if problem is not None:
-                    warn(f"skipping damaged file {p} ({problem}); the next `sweeper run` moves "
-                         "it to quarantine/ and trains its pack again")
+                    warn_damaged(p, problem)
                     self.files["trajectories"] = [f for f in self.files["trajectories"]
                                                   if f != p]
                     continue
@@ -128,57 +117,15 @@ def split_sweep_dir(sweep_dir: str | os.PathLike) -> tuple[str, str]:
     return os.path.dirname(path), os.path.basename(path)
 
 
-def _is_dir(fs: pafs.FileSystem, path: str) -> bool:
-    return fs.get_file_info(path).type == pafs.FileType.Directory
-
-
-def _subdirs(fs: pafs.FileSystem, path: str) -> list[str]:
-    if not _is_dir(fs, path):
-        return []
-    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
-
-
-def available_sweeps(fs: pafs.FileSystem, root: str) -> list[str]:
-    """Folders under the root that hold a trials/ folder."""
-    return [d for d in _subdirs(fs, root) if _is_dir(fs, f"{root}/{d}/trials")]
-
-
-def _parquet_files(fs: pafs.FileSystem, directory: str) -> list[str]:
-    """The store's files, `part-*.parquet`: temporary and hidden files are never read."""
-    if not _is_dir(fs, directory):
-        return []
-    infos = fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
-    return sorted(i.path for i in infos if i.type == pafs.FileType.File
-                  and i.base_name.startswith("part-") and i.base_name.endswith(".parquet"))
-
-
-def _read_manifest(fs: pafs.FileSystem, folder: str) -> dict:
-    path = f"{folder}/manifest.json"
-    if fs.get_file_info(path).type != pafs.FileType.File:
-        return {}
-    with fs.open_input_stream(path) as stream:
-        try:
-            return json.loads(stream.read().decode())
-        except ValueError as exc:
-            raise AnalysisInputError(f"{path}: manifest is not JSON ({exc})") from exc
-
-
-def _check_name(sweep: str) -> None:
-    if not sweep or "/" in sweep or "\\" in sweep or sweep in (".", ".."):
-        raise AnalysisInputError(
-            f"bad sweep name {sweep!r}: a folder name under the results root, without '/'")
-
-
 def open_sweeps(results: str | os.PathLike, sweep: str | Sequence[str] | None = None,
                 filesystem: pafs.FileSystem | None = None) -> list[Sweep]:
     """Locate the sweeps and list their files (no Parquet file is opened here)."""
     fs, root = resolve_root(results, filesystem)
     if sweep is None:
-        if _is_dir(fs, f"{root}/trials"):  # results is itself a sweep folder
-            root, sweep = root.rsplit("/", 1)
+        if fs.get_file_info(f"{root}/trials").type == pafs.FileType.Directory:
+            root, sweep = root.rsplit("/", 1)  # results is itself a sweep folder
         else:
-            found = available_sweeps(fs, root)
+            found = list_sweeps(fs, root)
             if len(found) != 1:
                 raise AnalysisInputError(
                     f"give sweep=: {root!r} holds {len(found)} sweeps: {', '.join(found)}")
@@ -190,14 +137,14 @@ def open_sweeps(results: str | os.PathLike, sweep: str | Sequence[str] | None = 
 
 
 def _open_sweep(fs: pafs.FileSystem, root: str, name: str) -> Sweep:
-    _check_name(name)
+    check_sweep_name(name, "sweep")
     folder = f"{root}/{name}"
-    if not _is_dir(fs, folder):
-        found = available_sweeps(fs, root)
+    if fs.get_file_info(folder).type != pafs.FileType.Directory:
+        found = list_sweeps(fs, root)
         raise AnalysisInputError(
             f"no sweep {name!r} under {root!r}; available sweeps: {', '.join(found) or '(none)'}")
     scan = _scan(fs, folder)
-    return Sweep(name, fs, folder, _read_manifest(fs, folder), scan.files,
+    return Sweep(name, fs, folder, read_manifest(fs, folder) or {}, scan.files,
                  superseded=scan.superseded)
 
 
@@ -210,8 +157,7 @@ def sweep_files(fs: pafs.FileSystem, folder: str) -> dict[str, list[str]]:
 def _scan(fs: pafs.FileSystem, folder: str):
     scan = scan_folder(fs, folder, trajectories=False)  # those: checked when read
     for path, why in scan.damaged.items():
-        warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it to "
-             "quarantine/ and trains its pack again")
+        warn_damaged(path, why)
     return scan
 
 
@@ -545,8 +491,8 @@ def _read_trials(sweeps: list[Sweep], schema: pa.Schema, plan: _Plan,
     tables = [_add_sweep(scan(s, s.files["trials"], schema, cols,
                               _and(expr, without_superseded(s.superseded))), s.name)
               for s in sweeps]
-    frame = _dedupe(_current_names(to_frame(pa.concat_tables(tables,
-                                                             promote_options="permissive"))))
+    frame = _dedupe(to_frame(current_names(pa.concat_tables(tables,
+                                                            promote_options="permissive"))))
     for column in ("pack_id", "shared_with"):  # shared_with: absent in older stores
         if column not in frame:
             frame[column] = pd.Series(pd.NA, index=frame.index, dtype="str")
@@ -555,16 +501,6 @@ def _read_trials(sweeps: list[Sweep], schema: pa.Schema, plan: _Plan,
         keep = ["sweep", "trial_id", *[c for c in wanted if c not in ("sweep", "trial_id")]]
         frame = frame[keep]
     return frame.reset_index(drop=True), packs.reset_index(drop=True)
-
-
-def _current_names(frame: pd.DataFrame) -> pd.DataFrame:
-    """Columns an older store called otherwise (optim.lr) under today's names (train.lr);
-    `sweeper compact` rewrites such a store's files under the new names."""
-    for old, new in LEGACY_COLUMNS.items():
-        if old in frame.columns:
-            frame[new] = frame[new].fillna(frame[old]) if new in frame.columns else frame[old]
-            frame = frame.drop(columns=[old])
-    return frame
 
 
 def _dedupe(frame: pd.DataFrame) -> pd.DataFrame:

@@ -20,10 +20,11 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from sweeper.results.reading import to_frame
 from sweeper.results.store import without_superseded
 
 from .errors import AnalysisInputError
-from .load import Sweep, file_schema, load, open_sweeps, to_frame
+from .load import Sweep, file_schema, load, open_sweeps
 
 FORMATS = ("table", "csv", "json")
 _EMPTY = {"trials": "SELECT NULL::VARCHAR AS sweep, NULL::VARCHAR AS trial_id WHERE false",

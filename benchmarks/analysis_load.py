@@ -16,10 +16,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic stores
+
+from synthetic_stores import compact_sweep, write_copy_sweep  # noqa: E402
 
 from analysis import load, phase_from_results, with_outcomes  # noqa: E402
 from analysis.phase import outcome_trajectories, representative_cells  # noqa: E402
-from analysis.synthetic import compact_sweep, write_copy_sweep  # noqa: E402
 
 GRID = {"cooccurrence": [i / 10 for i in range(10)], "hardness": [i / 9 for i in range(10)],
         "heads": (1, 2, 4, 8), "seeds": 25, "steps": 190, "eval_every": 10}

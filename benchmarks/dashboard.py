@@ -2,11 +2,11 @@
 
     python benchmarks/dashboard.py [--root /tmp/sweeper-dashboard-bench] [--trials 10000]
 
-Writes a synthetic copy sweep through the real writer (`analysis.synthetic`: the store and its
-cell summary, as a sweep's Recorder keeps it) once, starts `sweeper dashboard` on it, and drives
-headless Chromium (Playwright, Debian's /usr/bin/chromium): the time from the command's start
-to its URL line, from navigation to the phase diagram drawn (a fresh browser), and from a
-click on a cell to its seeds' curves drawn, for a few cells.
+Writes a synthetic copy sweep through the real writer (`tests/synthetic_stores.py`: the store
+and its cell summary, as a sweep's Recorder keeps it) once, starts `sweeper dashboard` on it,
+and drives headless Chromium (Playwright, Debian's /usr/bin/chromium): the time from the
+command's start to its URL line, from navigation to the phase diagram drawn (a fresh browser),
+and from a click on a cell to its seeds' curves drawn, for a few cells.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ import time
 from pathlib import Path
 
 CHROMIUM = os.environ.get("SWEEPER_CHROMIUM", "/usr/bin/chromium")
+TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 
 def make_store(root: Path, trials: int) -> Path:
-    from analysis import synthetic
+    sys.path.insert(0, str(TESTS))  # the synthetic stores are a test fixture
+    import synthetic_stores as synthetic
 
     folder = root / "big"
     if (folder / "cells.parquet").exists():

@@ -13,8 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
-
-from analysis import synthetic
+import synthetic_stores as synthetic
 
 
 def small_copy_sweep(root: Path, name: str = "copy", **kwargs) -> Path:

@@ -16,12 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from synthetic_stores import compact_sweep
 
 import analysis
 from analysis import AnalysisInputError, load
 from analysis import where as where_lang
 from analysis.load import pack_of_file, split_sweep_dir
-from analysis.synthetic import compact_sweep
+from sweeper.results import ResultsInputError
 
 try:
     from analysis_fixtures import counting_filesystem, small_copy_sweep, store  # noqa: F401
@@ -176,7 +177,7 @@ def test_analysis_and_the_results_contract_import_neither_torch_nor_ray_nor_the_
     """analysis reads through the results contract; for words and outcomes it reads the
     families' declarations (torch-free), nothing else of sweeper."""
     code = ("import sys, sweeper.results, analysis, analysis.cli, analysis.report, "
-            "analysis.plots, analysis.synthetic, analysis.plots as p; "
+            "analysis.plots, analysis.plots as p; "
             "p.axis_label('task.hardness'); "
             "ok = ('sweeper.results', 'sweeper.families', 'sweeper.registry', 'sweeper.errors'); "
             "bad = {m for m in sys.modules if m.split('.')[0] in ('torch', 'ray') or "
@@ -199,11 +200,11 @@ def test_analysis_and_the_results_contract_import_neither_torch_nor_ray_nor_the_
     ({"where": "model.heads =="}, "malformed where"),
     ({"where": "accuracy > 0.5 or model.heads == 1"}, "mixes trials columns"),
     ({"sweep": "nope"}, "no sweep 'nope'.*available sweeps: copy, topic"),
-    ({"sweep": "../copy"}, "bad sweep name"),
+    ({"sweep": "../copy"}, "sweep: got '../copy'; allowed: 1-128 characters"),
 ])
 def test_bad_input_gets_one_line_errors(store, kwargs, message):
-    kwargs.setdefault("sweep", "copy")
-    with pytest.raises(AnalysisInputError, match=message) as info:
+    kwargs.setdefault("sweep", "copy")  # a bad name: the results package's one rule and error
+    with pytest.raises(ResultsInputError, match=message) as info:
         load(store, **kwargs)
     assert "\n" not in str(info.value)
     assert isinstance(info.value, ValueError)

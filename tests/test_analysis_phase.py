@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from synthetic_stores import copy_configs, topic_configs
 
 from analysis import AnalysisInputError, compute_phase, wilson_interval
 from analysis.phase import default_axes, representative_cells
-from analysis.synthetic import copy_configs, topic_configs
 
 try:
     from analysis_fixtures import trials_frame

@@ -83,7 +83,7 @@ def test_output_piped_into_head_ends_quietly(argv, tmp_path):
 
 
 def test_analysis_output_piped_into_head_ends_quietly(tmp_path):
-    from analysis.synthetic import write_copy_sweep
+    from synthetic_stores import write_copy_sweep
 
     write_copy_sweep(tmp_path, "copy")
     command = f"{sys.executable} -m analysis query {tmp_path}/copy --format csv | head -1"
@@ -119,8 +119,7 @@ def test_query_keeps_each_rows_cell_and_sorts_by_axes_then_seed(tmp_path):
     import io
 
     import pandas as pd
-
-    from analysis.synthetic import write_copy_sweep
+    from synthetic_stores import write_copy_sweep
 
     write_copy_sweep(tmp_path, "copy")
     proc = subprocess.run([sys.executable, "-m", "analysis", "query", f"{tmp_path}/copy",
@@ -171,7 +170,7 @@ def test_zsh_completion_is_a_compdef_script():
 
 
 def test_a_bare_sweep_name_reads_from_the_default_results_folder(tmp_path):
-    from analysis.synthetic import write_copy_sweep
+    from synthetic_stores import write_copy_sweep
 
     write_copy_sweep(tmp_path / "results", "copy")
     proc = subprocess.run([sys.executable, "-m", "sweeper.cli", "query", "copy", "--columns",

@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 import pyarrow.fs as pafs
 import pytest
+import synthetic_stores as synthetic
 
-from analysis import load, synthetic
+from analysis import load
 from analysis.phase import compute_phase, phase_from_summary
 from sweeper.results import Store
 from sweeper.results.cells import resolution_warning, seeds_to_resolve

@@ -25,7 +25,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sweeper.results import DEFAULT_THRESHOLDS, SUCCESS_OUTCOMES, committed_files
+from sweeper.results.errors import ResultsInputError
 from sweeper.results.layout import COMPACT_PREFIX, part_name
+from sweeper.results.reading import current_names, read_manifest, read_replaces, to_frame
 from sweeper.results.summary import (
     CellSummary,
     current_summary,
@@ -89,11 +91,7 @@ class SweepView:
         compacted file is read once, for what it replaces)."""
         def replaces(name: str) -> list[str]:
             if name not in self._replaces:
-                import json
-
-                meta = pq.read_schema(f"{self.folder}/trials/{name}",
-                                      filesystem=self.fs).metadata or {}
-                self._replaces[name] = json.loads(meta.get(b"sweeper.replaces", b"[]"))
+                self._replaces[name] = read_replaces(self.fs, f"{self.folder}/trials/{name}")
             return self._replaces[name]
         return committed_files({"trials": trial_file_names(self.fs, self.folder)},
                                replaces)["trials"]
@@ -121,11 +119,9 @@ class SweepView:
     def manifest(self) -> dict:
         now = time.monotonic()
         if now - self._manifest_at > 5.0 or not self._manifest:
-            from ..load import _read_manifest
-
             try:
-                self._manifest = _read_manifest(self.fs, self.folder)
-            except AnalysisInputError:
+                self._manifest = read_manifest(self.fs, self.folder) or {}
+            except ResultsInputError:
                 self._manifest = {}
             self._manifest_at = now
         return self._manifest
@@ -322,9 +318,7 @@ class SweepView:
                  if n.startswith(COMPACT_PREFIX) or n in {part_name(p) for p in packs}]
         table = ds.dataset(files, filesystem=self.fs, format="parquet").to_table(
             filter=pc.field("trial_id").isin(pa.array(ids, pa.string())))
-        from sweeper.results.summary import current_names, to_frame
-
-        return current_names(to_frame(table))
+        return to_frame(current_names(table))
 
     def seed_metrics(self) -> list[str]:
         from sweeper.errors import SweeperInputError

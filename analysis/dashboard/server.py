@@ -65,10 +65,12 @@ class Dashboard:
     """The state shared by the server's threads: the results root and its sweeps' views."""
 
     def __init__(self, results: str, sweep: str | None, token: str | None):
-        from ..load import available_sweeps, resolve_root
+        from sweeper.results.reading import list_sweeps
+
+        from ..load import resolve_root
 
         self.fs, self.root = resolve_root(results)
-        self.available = lambda: available_sweeps(self.fs, self.root)
+        self.available = lambda: list_sweeps(self.fs, self.root)
         found = self.available()
         if sweep is not None:  # it may not exist yet: a sweep about to start is shown as it lands
             from sweeper.results import check_sweep_name

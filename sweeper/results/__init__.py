@@ -18,6 +18,8 @@ The contract, as each part's module states it:
   gives at the defaults; `OUTCOME_COLUMNS` are stored in every trials table.
 - **Cell statistics** (`cells`): counts, success share, Wilson interval, and which statuses
   count, for every summary, diagram and sampler.
+- **Reading** (`reading`): a root's sweeps, a manifest, what a compacted file replaces, today's
+  column names (`current_names`), Arrow to pandas: for the store, the summary and `analysis`.
 - **Store** (`store`): one interface, one class per backend (`FileStore`: local or pyarrow.fs
   URIs such as s3://; `MemoryStore`), atomic whole-file writes, recovery, compaction.
 """

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401 - pa.compute
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -44,14 +43,22 @@ from sweeper.results.layout import (
     TEMP_PREFIX,
     check_sweep_name,
     committed_files,
-    is_part,
     pack_id,
     part_name,
 )
 from sweeper.results.memfs import memory_filesystem
 from sweeper.results.provenance import provenance
+from sweeper.results.reading import (
+    MANIFEST_FILE,
+    current_names,
+    list_sweeps,
+    part_files,
+    read_manifest,
+    read_replaces,
+    replaces,
+)
 from sweeper.results.records import Record, trajectories_table, trials_table
-from sweeper.results.schema import LEGACY_COLUMNS, RUN_FIELDS, TABLE_SCHEMA_VERSION
+from sweeper.results.schema import RUN_FIELDS, TABLE_SCHEMA_VERSION
 
 QUARANTINE = "quarantine"  # a sweep's folder for files recovery could not read
 
@@ -68,6 +75,12 @@ def warn(message: str) -> None:
         return
     _WARNED.add(message)
     print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def warn_damaged(path: str, why: str) -> None:
+    """The one line a reader prints when it leaves a damaged file out."""
+    warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it to "
+         f"{QUARANTINE}/ and trains its pack again")
 
 
 @dataclass
@@ -93,7 +106,7 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, dict] | Non
     `analysis`, which passes trajectories=False and checks a trajectories file when it reads
     it."""
     checked = {} if checked is None else checked
-    names = {t: _part_names(fs, f"{folder}/{t}") for t in TABLES}
+    names = {t: part_files(fs, f"{folder}/{t}") for t in TABLES}
     damaged: dict[str, str] = {}
     metadata: dict[str, dict] = {}
 
@@ -123,7 +136,7 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, dict] | Non
 
     trials = {n for n in names["trials"] if readable_trials(n)}
     chosen = committed_files({"trials": trials, "trajectories": set(names["trajectories"])},
-                             lambda n: json.loads(metadata[n].get(b"sweeper.replaces", b"[]")))
+                             lambda n: replaces(metadata[n]))
     lost = {n for n in chosen["trajectories"] if not readable_trajectories(n)}
     kept = {t: [f"{folder}/{t}/{n}" for n in chosen[t] if n not in lost] for t in TABLES}
     superseded = frozenset(i for n in chosen["trials"] if n not in lost
@@ -153,13 +166,6 @@ def parquet_tail_problem(fs: pafs.FileSystem, path: str, size: int | None = None
     if len(tail) < 8 or tail[4:] != b"PAR1" or int.from_bytes(tail[:4], "little") > size - 12:
         return f"not a whole Parquet file ({size} bytes)"
     return None
-
-
-def _part_names(fs: pafs.FileSystem, directory: str) -> dict[str, int]:
-    """The `part-*.parquet` files of a table's folder, with their sizes."""
-    selector = pafs.FileSelector(directory, allow_not_found=True)
-    return {info.base_name: info.size for info in fs.get_file_info(selector)
-            if info.type == pafs.FileType.File and is_part(info.base_name)}
 
 
 def _why(exc: Exception) -> str:
@@ -321,29 +327,16 @@ class Store:
         merged = {**old, **manifest, "sweep": sweep, "schema_version": TABLE_SCHEMA_VERSION,
                   "provenance": provenance(), "created": old.get("created", now),
                   "updated": now}
-        self._put(self.path(sweep, "manifest.json"), json.dumps(merged, indent=2).encode())
+        self._put(self.path(sweep, MANIFEST_FILE), json.dumps(merged, indent=2).encode())
 
     # reading -------------------------------------------------------------------------------
     def sweeps(self) -> list[str]:
         """The sweep folders under the root (those holding a trials/ folder)."""
-        selector = pafs.FileSelector(self.root, allow_not_found=True)
-        folders = [i.base_name for i in self.fs.get_file_info(selector)
-                   if i.type == pafs.FileType.Directory]
-        return sorted(f for f in folders if self.fs.get_file_info(
-            f"{self.root}/{f}/trials").type == pafs.FileType.Directory)
+        return list_sweeps(self.fs, self.root)
 
     def read_manifest(self, sweep: str) -> dict[str, Any] | None:
-        path = self.path(sweep, "manifest.json")
-        if self.fs.get_file_info(path).type == pafs.FileType.NotFound:
-            return None
-        with self.fs.open_input_stream(path) as f:
-            text = f.read()
-        try:
-            return json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ResultsInputError(f"{path}: not JSON ({exc}); allowed: the manifest sweeper "
-                                    "writes (move the file aside to have it written again)"
-                                    ) from None
+        """The sweep's manifest, or None before its first run wrote one."""
+        return read_manifest(self.fs, self.path(sweep))
 
     def committed(self, sweep: str) -> dict[str, list[str]]:
         """Both tables' committed files (full paths), by `committed_files`; a file that cannot
@@ -357,8 +350,7 @@ class Store:
         for path, why in scan.damaged.items():
             if path not in self._warned:
                 self._warned.add(path)
-                warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it "
-                     f"to {QUARANTINE}/ and trains its pack again")
+                warn_damaged(path, why)
         return scan
 
     def files(self, sweep: str, table: str) -> list[str]:
@@ -367,13 +359,10 @@ class Store:
 
     def _replaces(self, sweep: str, name: str) -> list[str]:
         """The files a compacted trials file names in its `replaces` metadata."""
-        meta = pq.read_schema(self.path(sweep, "trials", name), filesystem=self.fs).metadata or {}
-        return json.loads(meta.get(b"sweeper.replaces", b"[]"))
+        return read_replaces(self.fs, self.path(sweep, "trials", name))
 
     def _names(self, sweep: str, table: str) -> set[str]:
-        selector = pafs.FileSelector(self.path(sweep, table), allow_not_found=True)
-        return {info.base_name for info in self.fs.get_file_info(selector)
-                if is_part(info.base_name)}
+        return set(part_files(self.fs, self.path(sweep, table)))
 
     def dataset(self, sweep: str, table: str) -> ds.Dataset | None:
         files = self.files(sweep, table)
@@ -475,7 +464,7 @@ class Store:
         trial_files = [p.rsplit("/", 1)[1] for p in self.files(sweep, "trials")]
         if len(trial_files) <= 1 and row_groups is None:
             return len(trial_files), len(self.stored_ids(sweep))
-        trials = _current_names(self.read(sweep, "trials"))
+        trials = current_names(self.read(sweep, "trials"))
         trajectories = self.read(sweep, "trajectories").sort_by([("trial_id", "ascending"),
                                                                  ("step", "ascending")])
         if trials.num_rows != len(set(trials.column("trial_id").to_pylist())):
@@ -491,18 +480,6 @@ class Store:
             for old in trial_files:
                 self.fs.delete_file(self.path(sweep, table, old))
         return len(trial_files), trials.num_rows
-
-
-def _current_names(table: pa.Table) -> pa.Table:
-    """Compaction writes today's column names (a mix of old and new files is unified)."""
-    columns = {}
-    for name in table.column_names:
-        new = LEGACY_COLUMNS.get(name, name)
-        if new in columns:
-            columns[new] = pa.compute.coalesce(columns[new], table.column(name))
-        else:
-            columns[new] = table.column(name)
-    return pa.table(columns, metadata=table.schema.metadata)
 
 
 def _local_root(uri: str) -> str:

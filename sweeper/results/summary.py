@@ -36,7 +36,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sweeper.results.cells import counted, wilson_interval
-from sweeper.results.layout import COMPACT_PREFIX, is_part
+from sweeper.results.layout import COMPACT_PREFIX
+from sweeper.results.reading import current_names, part_files, to_frame
 from sweeper.results.rules import SUCCESS_OUTCOMES
 
 SUMMARY_FILE = "cells.parquet"
@@ -170,9 +171,7 @@ def read_summary(fs: pafs.FileSystem, folder: str) -> CellSummary | None:
 
 def trial_file_names(fs: pafs.FileSystem, folder: str) -> set[str]:
     """The `part-*.parquet` names in a sweep's trials folder (one listing, no file opened)."""
-    selector = pafs.FileSelector(f"{folder}/trials", allow_not_found=True)
-    return {i.base_name for i in fs.get_file_info(selector)
-            if i.type == pafs.FileType.File and is_part(i.base_name)}
+    return set(part_files(fs, f"{folder}/trials"))
 
 
 def current_summary(fs: pafs.FileSystem, folder: str, committed: Sequence[str],
@@ -210,31 +209,11 @@ def read_trial_files(fs: pafs.FileSystem, folder: str, names: Sequence[str]) -> 
         return pd.DataFrame({"status": pd.Series(dtype=str)})
     table = pa.concat_tables([t.replace_schema_metadata(None) for t in tables],
                              promote_options="permissive")
-    return current_names(to_frame(table))
+    return to_frame(current_names(table))
 
 
 def is_compacted(name: str) -> bool:
     return name.startswith(COMPACT_PREFIX)
-
-
-_NULLABLE = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
-             pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
-
-
-def to_frame(table: pa.Table) -> pd.DataFrame:
-    """Arrow to pandas with nullable ints and bools (as `analysis.load.to_frame`)."""
-    return table.to_pandas(types_mapper=_NULLABLE.get)
-
-
-def current_names(frame: pd.DataFrame) -> pd.DataFrame:
-    """Columns an older store called otherwise (optim.lr) under today's names (train.lr)."""
-    from sweeper.results.schema import LEGACY_COLUMNS
-
-    for old, new in LEGACY_COLUMNS.items():
-        if old in frame.columns:
-            frame[new] = frame[new].fillna(frame[old]) if new in frame.columns else frame[old]
-            frame = frame.drop(columns=[old])
-    return frame
 
 
 class SummaryWriter:

@@ -1,6 +1,7 @@
-"""Synthetic sweep stores for tests and benchmarks, written through the real store.
+"""Synthetic sweep stores for tests and benchmarks, written through the real store (a test
+fixture: it lives in tests/, benchmarks import it from there).
 
-Trajectories are made up here; everything else is `sweeper.results`'s: trial ids, pack ids,
+Trajectories are made up here; everything else is sweeper's: trial ids (`TrialSpec`), pack ids,
 file names, metadata, the trials table's schema, and the outcomes (derived from the synthetic
 trajectories by the same code the trainer uses), so a synthetic store cannot drift from a real
 one. The curves are shaped like the papers' (a KTIW plateau, then attention and accuracy
@@ -22,8 +23,9 @@ import pandas as pd
 import pyarrow as pa
 
 from sweeper.families import family_of, outcome_rules
-from sweeper.results import Metric, Store, derive_outcomes, label_entropy, trial_id
+from sweeper.results import Metric, Store, derive_outcomes, label_entropy
 from sweeper.results.summary import SummaryWriter
+from sweeper.spec import TrialSpec
 
 _STR, _I64, _F64, _BOOL = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 _LIST = pa.list_(pa.float64())
@@ -67,21 +69,15 @@ def metrics(topic: bool) -> tuple[Metric, ...]:
             *(Metric(n, per_item=True) for n in lists))
 
 
-def nested_config(flat: dict) -> dict:
-    """A flat config row as the nested config a trial id hashes (sweeper.spec's form)."""
-    nested: dict[str, Any] = {"task": {}, "model": {}, "train": {}}
+def trial_spec(flat: dict) -> TrialSpec:
+    """A flat config row as the trainer's spec, whose `config()` is what a trial id hashes."""
+    groups: dict[str, dict[str, Any]] = {"task": {}, "model": {}, "train": {}}
     for key, value in flat.items():
-        if key in DERIVED or key == "trial_id":
-            continue
         group, _, name = key.partition(".")
-        if group in nested:
-            nested[group][name] = value
-        else:
-            nested[key] = value
-    train = nested.pop("train")
-    nested["optim"] = {"name": train.pop("optimizer"), "lr": train.pop("lr")}
-    nested["train"] = train
-    return nested
+        if group in groups and name != "id" and key not in DERIVED:
+            groups[group][name] = value
+    return TrialSpec(task=flat["task.id"], model=flat["model.id"], task_params=groups["task"],
+                     model_params=groups["model"], train=groups["train"], seed=flat["seed"])
 
 
 def logged_steps(steps: int, eval_every: int) -> np.ndarray:
@@ -163,7 +159,7 @@ def topic_configs(cooccurrence: Sequence[float] = (0.25, 0.5, 0.75, 1.0),
 
 def _with_ids(rows: list[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
-    frame.insert(0, "trial_id", [trial_id(nested_config(r)) for r in rows])
+    frame.insert(0, "trial_id", [trial_spec(r).trial_id for r in rows])
     return frame
 
 

@@ -1,0 +1,97 @@
+"""Reading a results root without a `Store`: its sweeps, a sweep's manifest, what a compacted
+file replaces, and a table under today's column names, for the store, the cell summary and
+`analysis` alike, so that none of them keeps its own copy of a rule of the contract.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from sweeper.results.errors import ResultsInputError
+from sweeper.results.layout import is_part
+from sweeper.results.schema import LEGACY_COLUMNS
+
+MANIFEST_FILE = "manifest.json"
+REPLACES_KEY = b"sweeper.replaces"  # a compacted trials file's metadata: the files it replaces
+
+
+def _is_dir(fs: pafs.FileSystem, path: str) -> bool:
+    return fs.get_file_info(path).type == pafs.FileType.Directory
+
+
+def list_sweeps(fs: pafs.FileSystem, root: str) -> list[str]:
+    """The sweep folders under a results root: those holding a trials/ folder, sorted."""
+    if not _is_dir(fs, root):
+        return []
+    infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory
+                  and _is_dir(fs, f"{root}/{i.base_name}/trials"))
+
+
+def part_files(fs: pafs.FileSystem, directory: str) -> dict[str, int]:
+    """The `part-*.parquet` files of a table's folder (name -> size): what the commit rule
+    chooses from; temporary and hidden files are never read."""
+    selector = pafs.FileSelector(directory, allow_not_found=True)
+    return {info.base_name: info.size for info in fs.get_file_info(selector)
+            if info.type == pafs.FileType.File and is_part(info.base_name)}
+
+
+def read_manifest(fs: pafs.FileSystem, folder: str) -> dict[str, Any] | None:
+    """A sweep folder's manifest.json, or None when it has none; one line if it is not JSON."""
+    path = f"{folder}/{MANIFEST_FILE}"
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    with fs.open_input_stream(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsInputError(f"{path}: not JSON ({exc}); allowed: the manifest sweeper "
+                                "writes (move the file aside to have it written again)"
+                                ) from None
+
+
+def replaces(metadata: Mapping[bytes, bytes] | None) -> list[str]:
+    """The file names a trials file's footer metadata says it replaces ([] unless compacted)."""
+    return json.loads((metadata or {}).get(REPLACES_KEY, b"[]"))
+
+
+def read_replaces(fs: pafs.FileSystem, path: str) -> list[str]:
+    """What a trials file replaces, from its footer (the schema only; no row is read)."""
+    return replaces(pq.read_schema(path, filesystem=fs).metadata)
+
+
+def current_names(table: pa.Table) -> pa.Table:
+    """A table with the columns an older store called otherwise (optim.lr) under today's names
+    (train.lr, `LEGACY_COLUMNS`), a mix of old and new files' columns merged into one. The one
+    rename: the store's compaction writes it, the summary and `analysis` read through it."""
+    columns: dict[str, pa.ChunkedArray] = {}
+    for name in table.column_names:
+        new = LEGACY_COLUMNS.get(name, name)
+        if new not in columns:
+            columns[new] = table.column(name)
+        elif new == name:  # today's name wins over the old one
+            columns[new] = pc.coalesce(table.column(name), columns[new])
+        else:
+            columns[new] = pc.coalesce(columns[new], table.column(name))
+    return pa.table(columns, metadata=table.schema.metadata)
+
+
+_NULLABLE = {pa.int8(): pd.Int8Dtype(), pa.int16(): pd.Int16Dtype(), pa.int32(): pd.Int32Dtype(),
+             pa.int64(): pd.Int64Dtype(), pa.uint8(): pd.UInt8Dtype(),
+             pa.uint16(): pd.UInt16Dtype(), pa.uint32(): pd.UInt32Dtype(),
+             pa.uint64(): pd.UInt64Dtype(), pa.bool_(): pd.BooleanDtype()}
+
+
+def to_frame(table: pa.Table) -> pd.DataFrame:
+    """Arrow to pandas with nullable ints and bools, so a column's dtype never depends on
+    whether it happens to hold a null (steps_to_learn stays an integer column)."""
+    return table.to_pandas(types_mapper=_NULLABLE.get)
