@@ -290,28 +290,6 @@ class Feedback:
         self.recorder.heartbeat()
 
 
-def result_from_report(spec: TrialSpec, payload: Mapping[str, Any]) -> TrialResult:
-    """Rebuild a TrialResult on the driver from what a worker sent (plain data, no pickles)."""
-    return TrialResult(spec, payload["status"], payload["trajectory"], payload["outcomes"],
-                       payload["wall_time_s"], payload.get("error"), payload.get("diverged_step"),
-                       payload.get("host", socket.gethostname()))
-
-
-def result_to_report(result: TrialResult) -> dict[str, Any]:
-    return {"trial_id": result.trial_id, "status": result.status,
-            "trajectory": result.trajectory, "outcomes": result.outcomes,
-            "wall_time_s": result.wall_time_s, "error": result.error,
-            "diverged_step": result.diverged_step, "host": result.host}
-
-
-def partial_result(spec: TrialSpec, rows: list[tuple[int, dict]], status: str,
-                   wall_time_s: float) -> TrialResult:
-    """A trial stopped early (by the scheduler) from the evaluation rows it reported."""
-    names = [m.name for m in spec.metrics]
-    trajectory = {"step": [s for s, _ in rows], **{n: [r[n] for _, r in rows] for n in names}}
-    return TrialResult(spec, status, trajectory, spec.outcomes(trajectory), wall_time_s)
-
-
 def objective_value(outcomes: list[Mapping[str, Any]], objective: str, steps: int) -> float:
     """A cell's objective for the searcher: the mean over its seeds.
 

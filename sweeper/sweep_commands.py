@@ -24,10 +24,10 @@ def _load(path: str):
 
 
 def _load_with_sets(path: str, sets: list[str] | None):
-    """The sweep file with `--set` overrides applied (`sweeper.api.apply_sets`)."""
+    """The sweep file with `--set` overrides applied (`sweeper.overrides.apply_sets`)."""
     if not sets:
         return _load(path)
-    from sweeper.api import sweep_from
+    from sweeper.overrides import sweep_from
 
     return sweep_from(path, sets=sets)
 
@@ -73,7 +73,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"{len(sweep.seeds)} seeds = {budget} trials; {len(plan.stored)} stored")
         return 0
     pending, sharing = plan.pending, plan.sharing
-    from sweeper.api import memory_budget
+    from sweeper.admission import memory_budget
 
     budget = memory_budget()  # as `sweeper run` cuts packs on this machine
     packs = form_packs(sharing.trainings, sweep.pack_size, args.workers,
@@ -163,34 +163,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"interrupted: {pending} trials pending; run the same command to resume",
               file=sys.stderr)
     return result.exit_status
-
-
-def with_device(sweep, device: str):
-    """The sweep on another device; on a GPU each pack asks Ray for one GPU unless the file's
-    `resources.gpu` says otherwise (packs are sized to fill it: plan.MAX_GPU_PACK)."""
-    from dataclasses import replace
-
-    from sweeper.spec import make_spec
-
-    fixed = sweep.fixed
-    make_spec(sweep.task, sweep.model, fixed["task"], fixed["model"], fixed["train"], 0, device)
-    resources = dict(sweep.resources)
-    if device.startswith("cuda") and not resources["gpu"]:
-        resources["gpu"] = 1
-    return replace(sweep, device=device, resources=resources)
-
-
-def check_cuda_here(device: str) -> None:
-    """A CUDA device must exist on this machine when the packs train here (local executor or
-    embedded Ray); on a cluster (--address) the workers' GPUs are Ray's to find."""
-    import torch
-
-    index = int(device.split(":")[1]) if ":" in device else 0
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if index >= count:
-        allowed = "cpu" + (f", cuda, cuda:0..{count - 1}" if count else "")
-        raise SweeperInputError(f"device: got {device!r}, but this machine has {count} CUDA "
-                                f"device(s); allowed here: {allowed}")
 
 
 def cell_table(cells, outcome: str = "learned", max_rows: int = 40) -> str:

@@ -17,7 +17,7 @@ from sweep_helpers import TINY, fake_result, sweep_text
 from sweeper.executors import ray_tune
 from sweeper.plan import expand
 from sweeper.results import Store
-from sweeper.runner import Feedback, Progress, Recorder, result_to_report
+from sweeper.runner import Feedback, Progress, Recorder
 from sweeper.search_space import parse_sweep
 from sweeper.strategies.base import PlannedPacks
 
@@ -45,7 +45,8 @@ def driver(tmp_path):
 
 def final(trial_id: str, specs) -> dict:
     return {"final": True, "attempts": 1, "node_id": "n1",
-            "results": [json.loads(json.dumps(result_to_report(fake_result(s)))) for s in specs]}
+            "results": [json.loads(json.dumps(ray_tune.result_to_report(fake_result(s))))
+                        for s in specs]}
 
 
 def complete(searcher, callback, trial_id: str) -> None:

@@ -26,65 +26,19 @@ asks which executor it has. The contract of an `Executor`:
   progress line and `progress.json` show a long pack advancing. Progress never carries
   results: what is stored still comes only from `finished` / `failed`.
 
-`make_executor(name, ...)` is the one place that maps a name to a class.
+The protocol (`Executor`, `PackSink`) and the helpers every executor shares are in
+`sweeper.executors.base`; `make_executor(name, ...)` is the one place that maps a name to a
+class.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sweeper.results import Store
-    from sweeper.search_space import SweepFile
-    from sweeper.spec import TrialResult, TrialSpec
-    from sweeper.strategies import Strategy
+    from sweeper.executors.base import Executor
 
 EXECUTORS = ("ray", "local")
-
-
-class PackSink(Protocol):
-    """What an executor reports packs to (driver side; `sweeper.runner.Feedback`)."""
-
-    def started(self, specs: list[TrialSpec]) -> None: ...
-
-    def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
-                 node_id: str | None = None) -> None: ...
-
-    def failed(self, specs: list[TrialSpec], error: str, attempts: int) -> None: ...
-
-    def lost(self, specs: list[TrialSpec], error: str) -> None: ...
-
-    def progressed(self, specs: list[TrialSpec], step: int) -> None: ...
-
-
-PROGRESS_EVERY_S = 2.0  # a worker's progress reports are at least this far apart
-
-
-def progress_reporter(sink: PackSink, specs: list[TrialSpec]):
-    """A `sweeper.train.Report` callback that tells `sink` of a pack's evaluation steps (in
-    this process; None for a sink that does not take progress)."""
-    progressed = getattr(sink, "progressed", None)
-    if progressed is None:
-        return None
-
-    def report(step: int, rows: list) -> None:
-        progressed(specs, step)
-
-    return report
-
-
-class Executor(Protocol):
-    """See the module's docstring for the contract."""
-
-    def check(self, sweep: SweepFile, store: Store) -> None: ...
-
-    def __enter__(self) -> Executor: ...
-
-    def __exit__(self, *exc: Any) -> None: ...
-
-    def capacity(self, sweep: SweepFile) -> int: ...
-
-    def run(self, sweep: SweepFile, strategy: Strategy, sink: PackSink) -> None: ...
 
 
 def make_executor(name: str, *, address: str | None = None, num_cpus: int | None = None,
@@ -101,9 +55,3 @@ def make_executor(name: str, *, address: str | None = None, num_cpus: int | None
     from sweeper.executors.ray_tune import RayTuneExecutor
 
     return RayTuneExecutor(address, num_cpus, results_shared, verbose)
-
-
-def nothing_proposed(strategy: Strategy) -> RuntimeError:
-    """The error of a strategy that breaks its contract: nothing proposed, nothing out."""
-    return RuntimeError(f"{type(strategy).__name__}.ask proposed nothing while no pack was "
-                        "out and it was not done (see sweeper/strategies/base.py)")

@@ -24,9 +24,10 @@ import logging
 import math
 import os
 import shutil
+import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -41,12 +42,11 @@ from ray import tune  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 
 from sweeper.errors import SweeperInputError  # noqa: E402
-from sweeper.executors import PROGRESS_EVERY_S, PackSink, nothing_proposed  # noqa: E402
+from sweeper.executors.base import PROGRESS_EVERY_S, PackSink, nothing_proposed  # noqa: E402
 from sweeper.plan import cell_specs  # noqa: E402
 from sweeper.results.errors import ResultsWriteError  # noqa: E402
-from sweeper.runner import partial_result, result_from_report, result_to_report  # noqa: E402
 from sweeper.search_space import SweepFile  # noqa: E402
-from sweeper.spec import TrialSpec  # noqa: E402
+from sweeper.spec import TrialResult, TrialSpec  # noqa: E402
 from sweeper.strategies import Strategy  # noqa: E402
 from sweeper.workers import PackOutcome, execute_pack_with_retries  # noqa: E402
 
@@ -171,6 +171,30 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+# -- the wire format: what a worker sends the driver (plain data, no pickles) -----------------
+def result_from_report(spec: TrialSpec, payload: Mapping[str, Any]) -> TrialResult:
+    """Rebuild a TrialResult on the driver from what a worker sent (plain data, no pickles)."""
+    return TrialResult(spec, payload["status"], payload["trajectory"], payload["outcomes"],
+                       payload["wall_time_s"], payload.get("error"), payload.get("diverged_step"),
+                       payload.get("host", socket.gethostname()))
+
+
+def result_to_report(result: TrialResult) -> dict[str, Any]:
+    return {"trial_id": result.trial_id, "status": result.status,
+            "trajectory": result.trajectory, "outcomes": result.outcomes,
+            "wall_time_s": result.wall_time_s, "error": result.error,
+            "diverged_step": result.diverged_step, "host": result.host}
+
+
+def partial_result(spec: TrialSpec, rows: list[tuple[int, dict]], status: str,
+                   wall_time_s: float) -> TrialResult:
+    """A trial stopped early (by the scheduler) from the evaluation rows it reported."""
+    names = [m.name for m in spec.metrics]
+    trajectory = {"step": [s for s, _ in rows], **{n: [r[n] for _, r in rows] for n in names}}
+    return TrialResult(spec, status, trajectory, spec.outcomes(trajectory), wall_time_s)
+
 
 class _StrategySearcher(Searcher):
     """Tune's view of a strategy: each suggestion is the next pack it proposes, or a pack
@@ -354,7 +378,7 @@ class RayTuneExecutor:
         cluster (any --address: an autoscaling one may start with only its head) the workers'
         hosts must reach the results, so a driver-local path needs --results-shared."""
         if sweep.device != "cpu" and self.address is None:
-            from sweeper.sweep_commands import check_cuda_here
+            from sweeper.devices import check_cuda_here
 
             check_cuda_here(sweep.device)
         cpus = self.num_cpus or os.cpu_count() or 1
