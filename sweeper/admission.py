@@ -17,7 +17,7 @@ def check_memory(spec, specs: list, pack_size: int | None = None,
     this machine has (the family's estimate, `TrialSpec.memory_bytes`), naming the setting;
     checked over `specs` (every trial of a grid, random or boundary sweep), or the fixed
     settings of an Optuna one (no specs). Returns the bytes the packs may use together
-    (automatic pack sizes are cut to fit, `plan.form_packs`); None when unknown.
+    (automatic pack sizes are cut to fit, `packing.form_packs`); None when unknown.
 
     A fixed pack is checked alone: with several packs running at once, their sum may exceed
     what one fits in (automatic packs are cut for that sum)."""
@@ -41,7 +41,10 @@ def check_memory(spec, specs: list, pack_size: int | None = None,
         raise SweeperInputError(f"fixed/axes: one trial needs about {need / 2**30:,.1f} GiB "
                                 f"({shown}); allowed: what fits in this machine's "
                                 f"{available / 2**30:,.1f} GiB (a smaller batch, width or length)")
-    fixed = _fixed_packs(spec, specs, pack_size, need)
+    from sweeper.strategies import strategy_class
+
+    # the sweep's search type says whether it fixes its packs' size (a proposal's seeds)
+    fixed = strategy_class(spec.search.type).fixed_packs(spec, specs, pack_size, need)
     if fixed is not None and need > 0:
         field, trials, pack_bytes = fixed
         if pack_bytes > budget:
@@ -50,26 +53,6 @@ def check_memory(spec, specs: list, pack_size: int | None = None,
                                     f"{max(1, budget // need)} on this machine's "
                                     f"{available / 2**30:,.1f} GiB")
     return budget
-
-
-def _fixed_packs(spec, specs: list, pack_size: int | None,
-                 need: int) -> tuple[str, int, int] | None:
-    """(the setting, its value, the largest pack's bytes) for packs whose size the sweep fixes:
-    an Optuna cell's seeds, a boundary proposal's seeds, or a pack size (grid and random);
-    None for automatic packs."""
-    from sweeper.plan import form_packs
-
-    if spec.search.type == "optuna":  # a pack is a proposed cell's seeds
-        return "seeds", len(spec.seeds), len(spec.seeds) * need
-    if spec.search.type == "boundary":
-        from sweeper.strategies.boundary import settings_of
-
-        n = settings_of(spec).seeds_per_proposal
-        return "search.seeds_per_proposal", n, n * need
-    if pack_size:
-        largest = max(sum(s.memory_bytes() for s in p) for p in form_packs(specs, pack_size))
-        return "--pack-size/pack_size", pack_size, largest
-    return None
 
 
 def memory_budget(available: int | None = None) -> int | None:

@@ -1,4 +1,4 @@
-"""Run a sweep from Python: `sweeper.run(...) -> SweepResult` (what `sweeper run` does).
+"""The library entry point: `sweeper.run(...) -> SweepResult` (what `sweeper run` does).
 
     import sweeper
     result = sweeper.run("search_spaces/quick.yaml", results="results", executor="local",
@@ -9,8 +9,8 @@
 Overrides are top-level keys of the sweep file (name, fixed, axes, seeds, budget, ...): a
 mapping is merged into the file's group by group (`axes={"task": {"hardness": {...}}}` replaces
 the hardness axis and keeps the others), and each parameter's value or axis is replaced whole;
-anything else replaces the key. The result is validated like a file, with the same one-line
-errors.
+anything else replaces the key (`sweeper.overrides`). The result is validated like a file,
+with the same one-line errors.
 """
 
 from __future__ import annotations
@@ -81,11 +81,31 @@ class SweepResult:
                 f"({self.trials_per_s:.2f} trials/s{packs}); stored: {stored}; results in "
                 f"{self.results.rstrip('/')}/{self.sweep}")
 
+    def cell_table(self, max_rows: int = 40) -> str:
+        """Per cell: trials, seeds counted, success share with its Wilson interval, median
+        steps, failed trials (`cells`: `sweeper.results.cell_stats`, as the phase diagram
+        counts); what `sweeper run` prints and a notebook shows."""
+        from sweeper.report import table
+        from sweeper.results.cells import CELL_COLUMNS
+
+        cells, outcome = self.cells, self.outcome
+        axes = [c for c in cells.columns if c not in CELL_COLUMNS]
+        rows = [[*(row[a] for a in axes), int(row["n_trials"]), int(row["n"]),
+                 None if row["n"] == 0 else round(float(row["p"]), 3),
+                 None if row["n"] == 0 else f"{row['p_low']:.2f}-{row['p_high']:.2f}",
+                 None if row["median_steps"] != row["median_steps"] else row["median_steps"],
+                 int(row["failed"])]
+                for _, row in cells.head(max_rows).iterrows()]
+        text = table(rows, [*axes, "trials", "counted", f"p({outcome})", "95% interval",
+                            "median steps", "failed"])
+        if len(cells) > max_rows:
+            text += f"\n... {len(cells) - max_rows} more cells"
+        return text
+
     def __repr__(self) -> str:
         lines = [f"SweepResult({self.summary()})"]
         if self.cells is not None and len(self.cells):
-            lines += ["", f"cells ({self.outcome}):", self.cells.to_string(index=False,
-                                                                         max_rows=40)]
+            lines += ["", f"cells ({self.outcome}):", self.cell_table()]
         return "\n".join(lines)
 
 
@@ -106,11 +126,12 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     that differs from the stored sweep's under its name (`sweeper.identity`). SIGINT and SIGTERM
     stop the run once its running packs are stored (`sweeper.interrupts`)."""
     from sweeper.admission import check_memory
+    from sweeper.devices import prepare_native_kernels
     from sweeper.interrupts import stop_on_signals
     from sweeper.overrides import sweep_from
     from sweeper.plan import make_plan
     from sweeper.results import Store
-    from sweeper.runner import phase_outcome, run_sweep
+    from sweeper.runner import run_sweep
 
     spec = sweep_from(sweep, overrides, sets)
     if retries is not None:
@@ -121,8 +142,8 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         spec = with_device(spec, device)
     root = results or spec.results or DEFAULT_RESULTS
     store = Store.open(root)
-    plan = make_plan(spec, set())  # expand once up front: a bad cell fails before anything is
-    # written
+    plan = make_plan(spec, set())  # expanded once a run, up front: a bad cell fails before
+    # anything is written
     runner = make_executor(executor, address=address, num_cpus=num_cpus,
                            results_shared=results_shared, verbose=verbose)
     from sweeper.results.store import check_writable
@@ -140,30 +161,17 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     with stop_on_signals(stream) as stop, acquire(store, spec.name, wait=wait, stream=stream), \
             runner:
         summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,
-                            extend=extend, overrides=list(sets or []), memory=memory)
-    outcome = phase_outcome(spec)
+                            extend=extend, overrides=list(sets or []), memory=memory,
+                            plan=plan)
+    outcome = spec.family.phase_outcome
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
-                       cells_of(store, spec, outcome), outcome, summary["interrupted"],
+                       _stored_cells(store, spec, outcome), outcome, summary["interrupted"],
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0,
                        summary["shared"])
 
 
-def prepare_native_kernels(sweep, plan, store) -> None:
-    """Build (or load) the native kernels in this process before the workers start, when
-    trials will train on this machine's CPU: its one-line notices (building once; or
-    unavailable, so the reference path trains) reach this terminal instead of the workers' logs,
-    and the workers load the cached build instead of each waiting on it."""
-    if sweep.device != "cpu":
-        return
-    if plan.specs and {s.trial_id for s in plan.specs} <= store.done_ids(sweep.name):
-        return  # nothing will train
-    from sweeper.layers import native
-
-    native.ops()
-
-
-def cells_of(store, spec, outcome: str = "learned"):
+def _stored_cells(store, spec, outcome: str):
     """The sweep's cells (`sweeper.results.cell_stats` of `outcome` over its axes), or None
     when nothing is stored."""
     from sweeper.results import SUCCESS_OUTCOMES, cell_stats

@@ -1,6 +1,7 @@
-"""Which device trials train on: a sweep moved to another device, and the check that a CUDA
-device exists where the packs train. Below the command line, so that the library (`sweeper.api`)
-and the executors use it without importing the command line."""
+"""Which device trials train on: a sweep moved to another device, the check that a CUDA
+device exists where the packs train, and the native CPU kernels built before workers start.
+Below the command line, so that the library (`sweeper.api`) and the executors use it without
+importing the command line."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sweeper.errors import SweeperInputError
 
 def with_device(sweep, device: str):
     """The sweep on another device; on a GPU each pack asks Ray for one GPU unless the file's
-    `resources.gpu` says otherwise (packs are sized to fill it: plan.MAX_GPU_PACK)."""
+    `resources.gpu` says otherwise (packs are sized to fill it: packing.MAX_GPU_PACK)."""
     from dataclasses import replace
 
     from sweeper.spec import make_spec
@@ -33,3 +34,17 @@ def check_cuda_here(device: str) -> None:
         allowed = "cpu" + (f", cuda, cuda:0..{count - 1}" if count else "")
         raise SweeperInputError(f"device: got {device!r}, but this machine has {count} CUDA "
                                 f"device(s); allowed here: {allowed}")
+
+
+def prepare_native_kernels(sweep, plan, store) -> None:
+    """Build (or load) the native kernels in this process before the workers start, when
+    trials will train on this machine's CPU: its one-line notices (building once; or
+    unavailable, so the reference path trains) reach this terminal instead of the workers' logs,
+    and the workers load the cached build instead of each waiting on it."""
+    if sweep.device != "cpu":
+        return
+    if plan.specs and {s.trial_id for s in plan.specs} <= store.done_ids(sweep.name):
+        return  # nothing will train
+    from sweeper.layers import native
+
+    native.ops()

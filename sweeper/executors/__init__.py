@@ -12,14 +12,14 @@ asks which executor it has. The contract of an `Executor`:
 - `with executor:` starts what it needs (Ray) and stops what it started; `capacity` and `run`
   are called inside.
 - `capacity(sweep)`: how many packs of this sweep can train at once (at least 1); grid and
-  random packs are sized for it (`plan.form_packs`).
+  random packs are sized for it (`packing.form_packs`).
 - `run(sweep, strategy, sink)`: until `strategy.done`, ask the strategy for as many packs as
   there are free slots and train them (`sweeper.workers.execute_pack_with_retries` on the
   worker: errors of the code are retried there, up to `sweep.retries` times). Report each
   pack to `sink` on the driver, one call at a time, as it happens: `started` once, then
   exactly one of `finished` (results, possibly early-stopped), `failed` (the code raised on
   every attempt) or `lost` (its worker kept dying: nothing stored, pending for the next run).
-  The sink stores the results, then tells the strategy (`sweeper.runner.Feedback`).
+  The sink stores the results, then tells the strategy (`sweeper.recording.Feedback`).
 - While a pack trains, an executor may report the evaluation step its workers reached,
   `sink.progressed(specs, step)`, cheaply and throttled (the local executor from its report
   callback; Ray workers with a small `tune.report` at most every `PROGRESS_EVERY_S`): the

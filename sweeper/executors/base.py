@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 class PackSink(Protocol):
-    """What an executor reports packs to (driver side; `sweeper.runner.Feedback`)."""
+    """What an executor reports packs to (driver side; `sweeper.recording.Feedback`)."""
 
     def started(self, specs: list[TrialSpec]) -> None: ...
 

@@ -5,8 +5,8 @@ One Tune trial trains one pack. Whatever the search (grid, random, Optuna, any s
 the strategy proposes (`suggest` -> `ask`, one per free slot; `Searcher.FINISHED` once the
 strategy is done); the pack's spec configs travel in the trial's config, as JSON. Workers send
 their results back as plain data in their last report, and a Tune callback on the driver passes
-each pack to the sink (`sweeper.runner.Feedback`: the Recorder, the store's single writer, then
-the strategy's `tell`). Tune's own loggers are off: the store is the record.
+each pack to the sink (`sweeper.recording.Feedback`: the Recorder, the store's single writer,
+then the strategy's `tell`). Tune's own loggers are off: the store is the record.
 
 Ray facts this module works around (Ray 2.60, measured): a local Ray binds to the machine's
 non-loopback address unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0; Tune writes ~5 files per trial
@@ -41,9 +41,9 @@ import ray  # noqa: E402
 from ray import tune  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 
+from sweeper.cells import cell_specs  # noqa: E402
 from sweeper.errors import SweeperInputError  # noqa: E402
 from sweeper.executors.base import PROGRESS_EVERY_S, PackSink, nothing_proposed  # noqa: E402
-from sweeper.plan import cell_specs  # noqa: E402
 from sweeper.results.errors import ResultsWriteError  # noqa: E402
 from sweeper.search_space import SweepFile  # noqa: E402
 from sweeper.spec import TrialResult, TrialSpec  # noqa: E402
