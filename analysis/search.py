@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.results import COUNTED_STATUSES
-from sweeper.results.rules import STEP_OUTCOMES, SUCCESS_OUTCOMES
+from sweeper.results.objective import objective_value
 
 SEARCHES = ("random", "optuna", "boundary")  # searches that draw cells, not a grid
 
@@ -77,17 +77,15 @@ def objective_cells(trials: pd.DataFrame, keys: Sequence[str], objective: str) -
     if objective not in trials.columns:
         raise KeyError(objective)
     status = trials["status"] if "status" in trials.columns else pd.Series("ok", trials.index)
-    value = trials[objective]
-    if objective in SUCCESS_OUTCOMES:
-        known = value.notna()
-        number = value.astype("boolean").astype("Float64").astype(float)
-    else:
-        number = pd.to_numeric(value, errors="coerce").astype(float)
-        if objective in STEP_OUTCOMES and "train.steps" in trials.columns:
-            ran = trials["learned"].notna() if "learned" in trials.columns else status.eq("ok")
-            budget = pd.to_numeric(trials["train.steps"], errors="coerce").astype(float)
-            number = number.where(number.notna() | ~ran, budget)
-        known = number.notna()
+    ran = trials["learned"].notna() if "learned" in trials.columns else status.eq("ok")
+    budget = (pd.to_numeric(trials["train.steps"], errors="coerce").astype(float)
+              if "train.steps" in trials.columns else pd.Series(math.nan, trials.index))
+    values = trials[objective].astype(object)
+    number = pd.Series([objective_value([{objective: None if pd.isna(v) else v}], objective,
+                                        steps if r else None)
+                        for v, steps, r in zip(values, budget, ran)], index=trials.index,
+                       dtype=float)
+    known = number.notna()
     use = status.isin(COUNTED_STATUSES) & known
     work = trials.loc[use, keys].copy()
     work["objective"] = number[use]

@@ -1,4 +1,4 @@
-"""Run a sweep from Python: `sweeper.run(...) -> SweepResult` (what `sweeper run` does).
+"""The library entry point: `sweeper.run(...) -> SweepResult` (what `sweeper run` does).
 
     import sweeper
     result = sweeper.run("search_spaces/quick.yaml", results="results", executor="local",
@@ -9,8 +9,8 @@
 Overrides are top-level keys of the sweep file (name, fixed, axes, seeds, budget, ...): a
 mapping is merged into the file's group by group (`axes={"task": {"hardness": {...}}}` replaces
 the hardness axis and keeps the others), and each parameter's value or axis is replaced whole;
-anything else replaces the key. The result is validated like a file, with the same one-line
-errors.
+anything else replaces the key (`sweeper.overrides`). The result is validated like a file,
+with the same one-line errors.
 """
 
 from __future__ import annotations
@@ -81,152 +81,36 @@ class SweepResult:
                 f"({self.trials_per_s:.2f} trials/s{packs}); stored: {stored}; results in "
                 f"{self.results.rstrip('/')}/{self.sweep}")
 
+    def cell_table(self, max_rows: int = 40) -> str:
+        """Per cell: trials, seeds counted, success share with its Wilson interval, median
+        steps, failed trials (`cells`: `sweeper.results.cell_stats`, as the phase diagram
+        counts); what `sweeper run` prints and a notebook shows."""
+        from sweeper.report import table
+        from sweeper.results.cells import CELL_COLUMNS
+
+        cells, outcome = self.cells, self.outcome
+        axes = [c for c in cells.columns if c not in CELL_COLUMNS]
+        rows = [[*(row[a] for a in axes), int(row["n_trials"]), int(row["n"]),
+                 None if row["n"] == 0 else round(float(row["p"]), 3),
+                 None if row["n"] == 0 else f"{row['p_low']:.2f}-{row['p_high']:.2f}",
+                 None if row["median_steps"] != row["median_steps"] else row["median_steps"],
+                 int(row["failed"])]
+                for _, row in cells.head(max_rows).iterrows()]
+        text = table(rows, [*axes, "trials", "counted", f"p({outcome})", "95% interval",
+                            "median steps", "failed"])
+        if len(cells) > max_rows:
+            text += f"\n... {len(cells) - max_rows} more cells"
+        return text
+
     def __repr__(self) -> str:
         lines = [f"SweepResult({self.summary()})"]
         if self.cells is not None and len(self.cells):
-            lines += ["", f"cells ({self.outcome}):", self.cells.to_string(index=False,
-                                                                         max_rows=40)]
+            lines += ["", f"cells ({self.outcome}):", self.cell_table()]
         return "\n".join(lines)
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def sweep_from(source: str | os.PathLike | Mapping[str, Any],
-               overrides: Mapping[str, Any] | None = None, sets: list[str] | None = None):
-    """A validated `SweepFile` from a path, YAML text or a mapping, with overrides merged and
-    then `--set` overrides applied (`apply_sets`)."""
-    if sets:
-        return sweep_from(apply_sets(_raw(source, overrides), sets))
-    import yaml
-
-    from sweeper.search_space import load_sweep, parse_sweep, parse_yaml
-
-    if isinstance(source, Mapping):
-        text = yaml.safe_dump(dict(source), sort_keys=False)
-    else:
-        text = os.fspath(source)
-        if os.path.exists(text) or not _looks_like_yaml(text):
-            if not overrides:
-                return load_sweep(text)
-            with open(text) as f:
-                text = f.read()
-    if not overrides:
-        return parse_sweep(text)
-    data = parse_yaml(text)
-    return parse_sweep(yaml.safe_dump(_merged(data, overrides), sort_keys=False))
-
-
-def _raw(source: str | os.PathLike | Mapping[str, Any],
-         overrides: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The sweep file's mapping, overrides merged, before validation."""
-    from sweeper.search_space import parse_yaml
-
-    if isinstance(source, Mapping):
-        data: Any = dict(source)
-    else:
-        text = os.fspath(source)
-        if os.path.exists(text) or not _looks_like_yaml(text):
-            from sweeper.search_space import read_sweep_text
-
-            text = read_sweep_text(text)
-        data = parse_yaml(text)
-    if not isinstance(data, dict):
-        from sweeper.search_space import SweepFileError
-
-        raise SweepFileError(f"the file: got {type(data).__name__}; allowed: a YAML mapping of "
-                             "the sweep-file keys")
-    return _merged(data, overrides) if overrides else data
-
-
-GROUPS = ("task", "model", "train")
-
-
-def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
-    """`--set` overrides on a sweep file's mapping, in order (values read as sweep files are):
-
-    - `model.width=48`: a fixed value (task, model, train); it replaces an axis of that name.
-    - `model.heads=1,4`: a comma list sweeps an axis (a grid) and replaces a fixed value.
-    - any other dotted key sets that key of the file: `seeds=4`, `budget.steps=100`,
-      `name=quick_w48`, `search.trials=20`.
-    """
-    import copy
-
-    from sweeper.search_space import TOP_KEYS, SweepFileError, load_yaml_value
-
-    out = copy.deepcopy(dict(data))
-    for item in sets:
-        key, sep, raw = item.partition("=")
-        path = key.strip().split(".")
-        if not sep or not key.strip() or any(not p for p in path):
-            raise SweepFileError(f"--set: got {item!r}; allowed: KEY=VALUE such as "
-                                 "model.width=48, model.heads=1,4 or seeds=4")
-        if len(path) == 1 and path[0] not in TOP_KEYS:
-            raise SweepFileError(f"--set {key}: unknown key{_group_hint(out, path[0])}; allowed: "
-                                 f"GROUP.NAME (task, model, train) or a key of the file: "
-                                 f"{', '.join(TOP_KEYS)}")
-        values = [load_yaml_value(v.strip()) for v in raw.split(",")] if "," in raw \
-            and not raw.strip().startswith(("[", "{")) else None
-        value = load_yaml_value(raw.strip()) if values is None else None
-        if path[0] in GROUPS and len(path) == 2:
-            group, name = path
-            fixed = out.setdefault("fixed", {}) or {}
-            axes = out.setdefault("axes", {}) or {}
-            out["fixed"], out["axes"] = fixed, axes
-            if values is None:
-                (axes.get(group) or {}).pop(name, None)
-                fixed.setdefault(group, {})[name] = value
-            else:
-                (fixed.get(group) or {}).pop(name, None)
-                axes.setdefault(group, {})[name] = {"grid": values}
-            continue
-        node = out
-        for part in path[:-1]:
-            if not isinstance(node.get(part, {}), dict):
-                raise SweepFileError(f"--set {key}: {part} is not a mapping in the file; "
-                                     "allowed: a key of a mapping")
-            node = node.setdefault(part, {})
-        node[path[-1]] = value if values is None else values
-    return out
-
-
-def _group_hint(data: Mapping[str, Any], name: str) -> str:
-    """' (did you mean model.width?)' when `name` is a parameter of the file's task or model,
-    or a train parameter."""
-    from sweeper.errors import SweeperInputError
-    from sweeper.families import MODELS, TASKS
-    from sweeper.spec import TRAIN_PARAMS
-
-    groups = []
-    for group, registry in (("task", TASKS), ("model", MODELS)):
-        try:
-            if name in {p.name for p in registry.get(str(data.get(group))).params}:
-                groups.append(group)
-        except SweeperInputError:
-            pass
-    if name in {p.name for p in TRAIN_PARAMS}:
-        groups.append("train")
-    return f" (did you mean {' or '.join(f'{g}.{name}' for g in groups)}?)" if groups else ""
-
-
-def _looks_like_yaml(text: str) -> bool:
-    """Sweep-file text rather than a path: several lines, or a one-line {...} mapping."""
-    return "\n" in text or text.lstrip().startswith("{")
-
-
-def _merged(base: Any, changes: Mapping[str, Any], depth: int = 0) -> Any:
-    """`changes` merged into `base`: mappings down to the groups (depth 2), below that each
-    parameter's value or axis replaced whole."""
-    if not isinstance(base, Mapping):
-        return dict(changes)
-    out = dict(base)
-    for key, value in changes.items():
-        if depth < 2 and isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _merged(out[key], value, depth + 1)
-        else:
-            out[key] = value
-    return out
 
 
 def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = None,
@@ -241,22 +125,25 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     driver of the sweep to finish instead of refusing. extend: store trials of a configuration
     that differs from the stored sweep's under its name (`sweeper.identity`). SIGINT and SIGTERM
     stop the run once its running packs are stored (`sweeper.interrupts`)."""
+    from sweeper.admission import check_memory
+    from sweeper.devices import prepare_native_kernels
     from sweeper.interrupts import stop_on_signals
+    from sweeper.overrides import sweep_from
     from sweeper.plan import make_plan
     from sweeper.results import Store
-    from sweeper.runner import phase_outcome, run_sweep
+    from sweeper.runner import run_sweep
 
     spec = sweep_from(sweep, overrides, sets)
     if retries is not None:
         spec = replace(spec, retries=retries)
     if device is not None:
-        from sweeper.sweep_commands import with_device
+        from sweeper.devices import with_device
 
         spec = with_device(spec, device)
     root = results or spec.results or DEFAULT_RESULTS
     store = Store.open(root)
-    plan = make_plan(spec, set())  # expand once up front: a bad cell fails before anything is
-    # written
+    plan = make_plan(spec, set())  # expanded once a run, up front: a bad cell fails before
+    # anything is written
     runner = make_executor(executor, address=address, num_cpus=num_cpus,
                            results_shared=results_shared, verbose=verbose)
     from sweeper.results.store import check_writable
@@ -274,107 +161,17 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     with stop_on_signals(stream) as stop, acquire(store, spec.name, wait=wait, stream=stream), \
             runner:
         summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,
-                            extend=extend, overrides=list(sets or []), memory=memory)
-    outcome = phase_outcome(spec)
+                            extend=extend, overrides=list(sets or []), memory=memory,
+                            plan=plan)
+    outcome = spec.family.phase_outcome
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
-                       cells_of(store, spec, outcome), outcome, summary["interrupted"],
+                       _stored_cells(store, spec, outcome), outcome, summary["interrupted"],
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0,
                        summary["shared"])
 
 
-def prepare_native_kernels(sweep, plan, store) -> None:
-    """Build (or load) the native kernels in this process before the workers start, when
-    trials will train on this machine's CPU: its one-line notices (building once; or
-    unavailable, so the reference path trains) reach this terminal instead of the workers' logs,
-    and the workers load the cached build instead of each waiting on it."""
-    if sweep.device != "cpu":
-        return
-    if plan.specs and {s.trial_id for s in plan.specs} <= store.done_ids(sweep.name):
-        return  # nothing will train
-    from sweeper.layers import native
-
-    native.ops()
-
-
-MEMORY_SHARE = 0.8  # of this machine's memory, what trials training here may use together
-
-
-def check_memory(spec, specs: list, pack_size: int | None = None,
-                 available: int | None = None) -> int | None:
-    """Refuse a sweep whose one trial, or one pack of a size it fixes, needs more memory than
-    this machine has (the family's estimate, `TrialSpec.memory_bytes`), naming the setting;
-    checked over `specs` (every trial of a grid, random or boundary sweep), or the fixed
-    settings of an Optuna one (no specs). Returns the bytes the packs may use together
-    (automatic pack sizes are cut to fit, `plan.form_packs`); None when unknown.
-
-    A fixed pack is checked alone: with several packs running at once, their sum may exceed
-    what one fits in (automatic packs are cut for that sum)."""
-    from sweeper.errors import SweeperInputError
-    from sweeper.spec import make_spec
-
-    available = available or _physical_memory()
-    if not available:
-        return None
-    budget = memory_budget(available)
-    specs = specs or [make_spec(spec.task, spec.model, spec.fixed["task"], spec.fixed["model"],
-                                spec.fixed["train"])]
-    need, worst = max(((s.memory_bytes(), i) for i, s in enumerate(specs)))
-    worst = specs[worst]
-    if need > budget:
-        flat = worst.flat()
-        shown = ", ".join(f"{k} {flat[k]}" for k in ("task.length", "task.samples",
-                                                     "task.vocab", "model.width",
-                                                     "model.dim", "train.batch_size",
-                                                     "train.eval_size") if k in flat)
-        raise SweeperInputError(f"fixed/axes: one trial needs about {need / 2**30:,.1f} GiB "
-                                f"({shown}); allowed: what fits in this machine's "
-                                f"{available / 2**30:,.1f} GiB (a smaller batch, width or length)")
-    fixed = _fixed_packs(spec, specs, pack_size, need)
-    if fixed is not None and need > 0:
-        field, trials, pack_bytes = fixed
-        if pack_bytes > budget:
-            raise SweeperInputError(f"{field}: got {trials}; a pack of {trials} trials needs "
-                                    f"about {pack_bytes / 2**30:,.1f} GiB; allowed: at most "
-                                    f"{max(1, budget // need)} on this machine's "
-                                    f"{available / 2**30:,.1f} GiB")
-    return budget
-
-
-def _fixed_packs(spec, specs: list, pack_size: int | None,
-                 need: int) -> tuple[str, int, int] | None:
-    """(the setting, its value, the largest pack's bytes) for packs whose size the sweep fixes:
-    an Optuna cell's seeds, a boundary proposal's seeds, or a pack size (grid and random);
-    None for automatic packs."""
-    from sweeper.plan import form_packs
-
-    if spec.search.type == "optuna":  # a pack is a proposed cell's seeds
-        return "seeds", len(spec.seeds), len(spec.seeds) * need
-    if spec.search.type == "boundary":
-        from sweeper.strategies.boundary import settings_of
-
-        n = settings_of(spec).seeds_per_proposal
-        return "search.seeds_per_proposal", n, n * need
-    if pack_size:
-        largest = max(sum(s.memory_bytes() for s in p) for p in form_packs(specs, pack_size))
-        return "--pack-size/pack_size", pack_size, largest
-    return None
-
-
-def memory_budget(available: int | None = None) -> int | None:
-    """The bytes trials training on this machine may use together (MEMORY_SHARE of it)."""
-    available = available or _physical_memory()
-    return int(MEMORY_SHARE * available) if available else None
-
-
-def _physical_memory() -> int:
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
-def cells_of(store, spec, outcome: str = "learned"):
+def _stored_cells(store, spec, outcome: str):
     """The sweep's cells (`sweeper.results.cell_stats` of `outcome` over its axes), or None
     when nothing is stored."""
     from sweeper.results import SUCCESS_OUTCOMES, cell_stats

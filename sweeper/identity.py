@@ -38,11 +38,13 @@ def fingerprint(config: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def check_same_study(sweep: SweepFile, manifest: dict[str, Any] | None, extend: bool) -> None:
-    """Refuse a sweep file whose non-axis configuration differs from the stored sweep's."""
+def check_same_study(sweep: SweepFile, mine: dict[str, Any], manifest: dict[str, Any] | None,
+                     extend: bool) -> None:
+    """Refuse a sweep file whose non-axis configuration (`mine`: its `identity`, computed
+    once per run by its plan) differs from the stored sweep's."""
     if not manifest or "identity" not in manifest or extend:
         return
-    mine, stored = identity(sweep), manifest["identity"]
+    stored = manifest["identity"]
     if any(v.get("fingerprint") == fingerprint(mine) for v in manifest.get("versions", [])):
         return  # a version of the file that has run under this name before (--extend)
     # keys on one side only are a newer or older sweeper's (a parameter or search option added
@@ -57,14 +59,13 @@ def check_same_study(sweep: SweepFile, manifest: dict[str, Any] | None, extend: 
         "configuration, a new name, or --extend to add these trials to the stored sweep")
 
 
-def versions(sweep: SweepFile, manifest: dict[str, Any] | None,
+def versions(sweep: SweepFile, mine: dict[str, Any], manifest: dict[str, Any] | None,
              overrides: list[str] | None = None) -> list[dict[str, Any]]:
-    """The manifest's list of the sweep file's versions that have run, with this one added
-    when it is new (by fingerprint and text)."""
+    """The manifest's list of the sweep file's versions that have run, with this one (`mine`:
+    its identity) added when it is new (by fingerprint and text)."""
     import datetime as dt
 
     known = list((manifest or {}).get("versions", []))
-    mine = identity(sweep)
     entry = {"fingerprint": fingerprint(mine), "sweep_file": sweep.text,
              "overrides": list(overrides or [])}
     if not any(v.get("fingerprint") == entry["fingerprint"]

@@ -24,10 +24,10 @@ def _load(path: str):
 
 
 def _load_with_sets(path: str, sets: list[str] | None):
-    """The sweep file with `--set` overrides applied (`sweeper.api.apply_sets`)."""
+    """The sweep file with `--set` overrides applied (`sweeper.overrides.apply_sets`)."""
     if not sets:
         return _load(path)
-    from sweeper.api import sweep_from
+    from sweeper.overrides import sweep_from
 
     return sweep_from(path, sets=sets)
 
@@ -36,44 +36,39 @@ SET_HELP = ("override the file: model.width=48 (a fixed value), model.heads=1,4 
             "seeds=4, budget.steps=100, name=other (repeatable)")
 
 
-def _warn_if_refused(sweep, store) -> None:
+def _warn_if_refused(plan, store) -> None:
     """`plan` says so when `run` would refuse the file (a changed configuration)."""
     from sweeper.identity import check_same_study
 
+    sweep = plan.sweep
     try:
-        check_same_study(sweep, store.read_manifest(sweep.name), extend=False)
+        check_same_study(sweep, plan.identity, store.read_manifest(sweep.name), extend=False)
     except SweeperInputError as exc:
         print(f"warning: `sweeper run` will refuse this file without --extend: {exc}",
               file=sys.stderr)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from sweeper.plan import form_packs, make_plan
+    from sweeper.packing import form_packs
+    from sweeper.plan import make_plan
     from sweeper.results import Store
 
     sweep = _load_with_sets(args.file, args.set)
     store = Store.open(_results_root(args, sweep))
     plan = make_plan(sweep, store.done_ids(sweep.name))  # failed trials: trained again
-    _warn_if_refused(sweep, store)
+    _warn_if_refused(plan, store)
     from sweeper.results.cells import resolution_warning
 
     unresolved = resolution_warning(len(sweep.seeds))  # on stderr: --json stays parseable
     if unresolved:
         print(unresolved, file=sys.stderr)
-    if sweep.search.type == "boundary":
-        return _plan_boundary(sweep, plan, args)
-    if plan.adaptive:
-        budget = sweep.search.trials * len(sweep.seeds)
-        if args.json:
-            print(json.dumps({"sweep": sweep.name, "search": sweep.search.type,
-                              "trials": budget, "stored": len(plan.stored), "adaptive": True}))
-            return 0
-        print(f"{sweep.name}: adaptive search ({sweep.search.type}, {sweep.search.objective} "
-              f"{sweep.search.direction}): up to {sweep.search.trials} cells x "
-              f"{len(sweep.seeds)} seeds = {budget} trials; {len(plan.stored)} stored")
+    described = plan.strategy.describe(plan)  # an adaptive search says what it may train
+    if described is not None:
+        data, text = described
+        print(json.dumps(data) if args.json else text)
         return 0
     pending, sharing = plan.pending, plan.sharing
-    from sweeper.api import memory_budget
+    from sweeper.admission import memory_budget
 
     budget = memory_budget()  # as `sweeper run` cuts packs on this machine
     packs = form_packs(sharing.trainings, sweep.pack_size, args.workers,
@@ -116,31 +111,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plan_boundary(sweep, plan, args: argparse.Namespace) -> int:
-    """What a boundary search may train: its candidates, budget and first proposals."""
-    from sweeper.strategies.boundary import initial_cells, settings_of
-
-    s = settings_of(sweep)
-    shape = [len(a.values) for a in sweep.axes]
-    cells, per = len(plan.specs) // len(sweep.seeds), len(sweep.seeds)
-    stored = sum(1 for spec in plan.specs if spec.trial_id in plan.stored)
-    outcome = sweep.search.outcome or sweep.family.phase_outcome
-    first = len(initial_cells(shape))
-    if getattr(args, "json", False):
-        import json
-
-        print(json.dumps({"sweep": sweep.name, "search": "boundary", "adaptive": True,
-                          "trials": plan.budget, "candidates": len(plan.specs),
-                          "cells": cells, "stored": stored, "initial_cells": first}))
-        return 0
-    print(f"{sweep.name}: boundary search ({outcome} share vs {s.target:g} +- {s.margin:g}, "
-          f"{sweep.search.model} posterior): {cells} candidate cells x {per} seeds = "
-          f"{len(plan.specs)} trials, of which up to {plan.budget} run "
-          f"({s.seeds_per_proposal} seeds per proposal, at most {s.max_seeds} per cell), first "
-          f"the {first} cells of a coarse sub-grid; {stored} stored")
-    return 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from sweeper.api import run
 
@@ -157,59 +127,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(result.summary())
         if result.cells is not None:
-            print("\n" + cell_table(result.cells, result.outcome))
+            print("\n" + result.cell_table())
     if result.interrupted:
         pending = "some" if result.pending is None else str(result.pending)
         print(f"interrupted: {pending} trials pending; run the same command to resume",
               file=sys.stderr)
     return result.exit_status
-
-
-def with_device(sweep, device: str):
-    """The sweep on another device; on a GPU each pack asks Ray for one GPU unless the file's
-    `resources.gpu` says otherwise (packs are sized to fill it: plan.MAX_GPU_PACK)."""
-    from dataclasses import replace
-
-    from sweeper.spec import make_spec
-
-    fixed = sweep.fixed
-    make_spec(sweep.task, sweep.model, fixed["task"], fixed["model"], fixed["train"], 0, device)
-    resources = dict(sweep.resources)
-    if device.startswith("cuda") and not resources["gpu"]:
-        resources["gpu"] = 1
-    return replace(sweep, device=device, resources=resources)
-
-
-def check_cuda_here(device: str) -> None:
-    """A CUDA device must exist on this machine when the packs train here (local executor or
-    embedded Ray); on a cluster (--address) the workers' GPUs are Ray's to find."""
-    import torch
-
-    index = int(device.split(":")[1]) if ":" in device else 0
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if index >= count:
-        allowed = "cpu" + (f", cuda, cuda:0..{count - 1}" if count else "")
-        raise SweeperInputError(f"device: got {device!r}, but this machine has {count} CUDA "
-                                f"device(s); allowed here: {allowed}")
-
-
-def cell_table(cells, outcome: str = "learned", max_rows: int = 40) -> str:
-    """Per cell: trials, seeds counted, success share with its Wilson interval, median steps,
-    failed trials; `cells` is `sweeper.results.cell_stats`, as the phase diagram counts."""
-    from sweeper.results.cells import CELL_COLUMNS
-
-    axes = [c for c in cells.columns if c not in CELL_COLUMNS]
-    rows = [[*(row[a] for a in axes), int(row["n_trials"]), int(row["n"]),
-             None if row["n"] == 0 else round(float(row["p"]), 3),
-             None if row["n"] == 0 else f"{row['p_low']:.2f}-{row['p_high']:.2f}",
-             None if row["median_steps"] != row["median_steps"] else row["median_steps"],
-             int(row["failed"])]
-            for _, row in cells.head(max_rows).iterrows()]
-    text = table(rows, [*axes, "trials", "counted", f"p({outcome})", "95% interval",
-                        "median steps", "failed"])
-    if len(cells) > max_rows:
-        text += f"\n... {len(cells) - max_rows} more cells"
-    return text
 
 
 def _sweep_name_and_store(args: argparse.Namespace):
@@ -230,6 +153,7 @@ def _sweep_name_and_store(args: argparse.Namespace):
 def cmd_status(args: argparse.Namespace) -> int:
     from sweeper.plan import make_plan
     from sweeper.search_space import parse_sweep
+    from sweeper.strategies import strategy_class
 
     name, store = _sweep_name_and_store(args)
     manifest = store.read_manifest(name)
@@ -241,7 +165,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         sweep = _load(args.sweep)  # pending against the file as it is now
     else:
         sweep = parse_sweep(manifest["sweep_file"]) if manifest.get("sweep_file") else None
-    if sweep is not None and sweep.search.type not in ("optuna", "boundary"):
+    if sweep is not None and not strategy_class(sweep.search.type).adaptive:
         pending = len(make_plan(sweep, stored).pending)
     else:
         pending = max(0, manifest.get("trials_expanded", len(stored)) - len(stored))

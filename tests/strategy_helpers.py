@@ -3,12 +3,13 @@ protocol of `sweeper.strategies.base` alone."""
 
 from __future__ import annotations
 
-from sweeper.plan import form_packs
+from sweeper.packing import form_packs
 from sweeper.spec import TrialResult
-from sweeper.strategies import Context, Pack
+from sweeper.strategies import Context, Pack, SearchRules
+from sweeper.strategies.grid import grid_cells
 
 
-class ScriptedStrategy:
+class ScriptedStrategy(SearchRules):
     """Adaptive in miniature: the sweep's pending specs in packs of one, proposed in two
     rounds, the second only once every pack of the first was told. Records every call.
 
@@ -17,6 +18,11 @@ class ScriptedStrategy:
     """
 
     last: ScriptedStrategy | None = None
+
+    @classmethod
+    def cells(cls, sweep) -> list[dict]:
+        """The grid's cells (it stands in for grid search)."""
+        return grid_cells(sweep)
 
     def __init__(self, packs: list[Pack]):
         half = (len(packs) + 1) // 2

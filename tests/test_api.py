@@ -41,7 +41,7 @@ def test_run_takes_a_mapping_and_validates_it_like_a_file(tmp_path):
 
 
 def test_overrides_replace_an_axis_whole_and_keep_the_others(tmp_path):
-    from sweeper.api import sweep_from
+    from sweeper.overrides import sweep_from
 
     path = write_sweep(tmp_path / "tiny.yaml", {**TINY, "axes": {
         "task": {"cooccurrence": {"grid": [0.0, 0.5]}, "hardness": {"grid": [0.0, 1.0]}}}})

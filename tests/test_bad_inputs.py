@@ -173,12 +173,13 @@ def test_a_trial_that_cannot_fit_in_memory_is_refused_before_anything_starts(tmp
 
 def _machine_for(trials: float, monkeypatch) -> int:
     """Make this machine's memory fit `trials` of BASE's trials (MEMORY_SHARE of it)."""
-    import sweeper.api as api
+    import sweeper.admission as admission
     from sweeper.plan import expand
     from sweeper.search_space import parse_sweep
 
     need = expand(parse_sweep(yaml.safe_dump(BASE)))[0].memory_bytes()
-    monkeypatch.setattr(api, "_physical_memory", lambda: int(trials * need / api.MEMORY_SHARE))
+    monkeypatch.setattr(admission, "_physical_memory",
+                        lambda: int(trials * need / admission.MEMORY_SHARE))
     return need
 
 
@@ -196,7 +197,7 @@ def test_a_pack_size_that_cannot_fit_in_memory_is_refused_naming_the_largest_tha
 
 
 def test_an_adaptive_cell_whose_seeds_cannot_fit_in_memory_is_refused_naming_seeds():
-    from sweeper.api import MEMORY_SHARE, check_memory
+    from sweeper.admission import MEMORY_SHARE, check_memory
     from sweeper.errors import SweeperInputError
     from sweeper.plan import expand
     from sweeper.search_space import parse_sweep
@@ -215,7 +216,7 @@ def test_an_adaptive_cell_whose_seeds_cannot_fit_in_memory_is_refused_naming_see
 
 
 def test_a_boundary_search_is_checked_by_its_seeds_per_proposal_not_all_its_seeds():
-    from sweeper.api import MEMORY_SHARE, check_memory
+    from sweeper.admission import MEMORY_SHARE, check_memory
     from sweeper.errors import SweeperInputError
     from sweeper.plan import make_plan
     from sweeper.search_space import parse_sweep
@@ -232,7 +233,7 @@ def test_a_boundary_search_is_checked_by_its_seeds_per_proposal_not_all_its_seed
 
 
 def test_a_fixed_pack_size_is_checked_by_the_packs_it_makes():
-    from sweeper.api import MEMORY_SHARE, check_memory
+    from sweeper.admission import MEMORY_SHARE, check_memory
     from sweeper.plan import expand
     from sweeper.search_space import parse_sweep
 

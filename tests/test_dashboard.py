@@ -91,7 +91,7 @@ def test_a_reader_catches_up_and_rebuilds(tmp_path):
 def test_a_local_sweep_keeps_its_summary_and_reports_steps_inside_packs(tmp_path,
                                                                          monkeypatch):
     import sweeper
-    from sweeper.runner import Recorder
+    from sweeper.recording import Recorder
 
     try:
         from sweep_helpers import variant
@@ -129,7 +129,7 @@ def test_a_local_sweep_keeps_its_summary_and_reports_steps_inside_packs(tmp_path
 def test_the_progress_line_shows_steps_inside_packs():
     import io
 
-    from sweeper.runner import Progress
+    from sweeper.recording import Progress
 
     progress = Progress(8, io.StringIO())
     progress.running = 4

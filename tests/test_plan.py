@@ -25,15 +25,8 @@ from sweep_helpers import (
 import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.cli import main
 from sweeper.errors import SweeperInputError
-from sweeper.plan import (
-    MAX_CPU_PACK,
-    cells,
-    expand,
-    form_packs,
-    make_plan,
-    pack_cost,
-    pack_counts,
-)
+from sweeper.packing import MAX_CPU_PACK, form_packs, pack_cost, pack_counts
+from sweeper.plan import cells, expand, make_plan
 from sweeper.results import Store
 from sweeper.search_space import parse_sweep
 from sweeper.spec import make_spec
@@ -218,7 +211,7 @@ def test_automatic_packs_fit_the_memory_a_pack_may_use_per_shape():
     sizes = sorted((p[0].model_params["width"], len(p)) for p in packs)
     assert sizes == [(8, 8), (64, 2), (64, 2), (64, 2), (64, 2)]
     assert all(sum(s.memory_bytes() for s in p) <= 2 * large for p in packs)
-    # an explicit pack size is the caller's to check (sweeper.api.check_memory refuses it)
+    # an explicit pack size is the caller's to check (sweeper.admission.check_memory refuses it)
     assert [len(p) for p in form_packs(specs, 8, 1, pack_bytes=2 * large)] == [8, 8]
 
 

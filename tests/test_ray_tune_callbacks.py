@@ -16,8 +16,8 @@ from sweep_helpers import TINY, fake_result, sweep_text
 
 from sweeper.executors import ray_tune
 from sweeper.plan import expand
+from sweeper.recording import Feedback, Progress, Recorder
 from sweeper.results import Store
-from sweeper.runner import Feedback, Progress, Recorder, result_to_report
 from sweeper.search_space import parse_sweep
 from sweeper.strategies.base import PlannedPacks
 
@@ -45,7 +45,8 @@ def driver(tmp_path):
 
 def final(trial_id: str, specs) -> dict:
     return {"final": True, "attempts": 1, "node_id": "n1",
-            "results": [json.loads(json.dumps(result_to_report(fake_result(s)))) for s in specs]}
+            "results": [json.loads(json.dumps(ray_tune.result_to_report(fake_result(s))))
+                        for s in specs]}
 
 
 def complete(searcher, callback, trial_id: str) -> None:
@@ -146,8 +147,8 @@ def test_a_trial_whose_final_report_arrived_before_its_error_is_stored(driver):
 def test_each_tune_step_keeps_the_drivers_progress_file_fresh_at_most_every_heartbeat(driver):
     import os
 
+    from sweeper.recording import HEARTBEAT_S
     from sweeper.results.summary import PROGRESS_FILE
-    from sweeper.runner import HEARTBEAT_S
 
     searcher, callback, store, progress, specs = driver
     recorder = callback.sink.recorder

@@ -14,7 +14,8 @@ from sweep_helpers import DELETE, REPO, TINY, cli_subprocess, sweep_text, varian
 import sweeper.runner  # noqa: F401 (binds sys.stderr as a default; see test_sweep_cli)
 from sweeper.cli import main
 from sweeper.errors import SweeperInputError
-from sweeper.plan import expand, form_packs, make_plan
+from sweeper.packing import form_packs
+from sweeper.plan import expand, make_plan
 from sweeper.results import check_sweep_name
 from sweeper.search_space import SweepFileError, load_sweep, parse_sweep
 

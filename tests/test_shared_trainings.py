@@ -167,7 +167,7 @@ def test_a_cell_pooled_over_hardness_counts_a_shared_training_once(shared_store)
 
 def test_the_estimate_ignores_shared_rows_that_took_no_time(shared_store):
     from sweeper.estimate import _from_store
-    from sweeper.plan import form_packs
+    from sweeper.packing import form_packs
 
     trials = analysis.load(shared_store, "sh").trials
     specs = [make_spec("copy-v1", "seq2seq", {"length": 4, "cooccurrence": 0.0, "hardness": 1.0},

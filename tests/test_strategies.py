@@ -15,7 +15,8 @@ from sweep_helpers import all_files, cli, fake_results, variant, write_sweep
 import sweeper.workers
 from sweeper.errors import UnknownNameError
 from sweeper.executors.local import LocalExecutor
-from sweeper.plan import expand, form_packs, make_plan
+from sweeper.packing import form_packs
+from sweeper.plan import expand, make_plan
 from sweeper.results import Store
 from sweeper.runner import run_sweep
 from sweeper.search_space import SEARCH_KEYS, load_sweep, parse_sweep

@@ -272,8 +272,8 @@ def test_a_device_this_machine_lacks_is_refused_before_writing(device, executor,
 
 
 def test_with_device_gives_each_pack_a_gpu_and_sizes_packs_for_it(tmp_path):
-    from sweeper.plan import MAX_CPU_PACK, form_packs
-    from sweeper.sweep_commands import with_device
+    from sweeper.devices import with_device
+    from sweeper.packing import MAX_CPU_PACK, form_packs
 
     sweep = load_sweep(write_sweep(tmp_path / "s.yaml", variant(seeds=40)))
     on_gpu = with_device(sweep, "cuda")

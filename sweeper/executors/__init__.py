@@ -12,79 +12,33 @@ asks which executor it has. The contract of an `Executor`:
 - `with executor:` starts what it needs (Ray) and stops what it started; `capacity` and `run`
   are called inside.
 - `capacity(sweep)`: how many packs of this sweep can train at once (at least 1); grid and
-  random packs are sized for it (`plan.form_packs`).
+  random packs are sized for it (`packing.form_packs`).
 - `run(sweep, strategy, sink)`: until `strategy.done`, ask the strategy for as many packs as
   there are free slots and train them (`sweeper.workers.execute_pack_with_retries` on the
   worker: errors of the code are retried there, up to `sweep.retries` times). Report each
   pack to `sink` on the driver, one call at a time, as it happens: `started` once, then
   exactly one of `finished` (results, possibly early-stopped), `failed` (the code raised on
   every attempt) or `lost` (its worker kept dying: nothing stored, pending for the next run).
-  The sink stores the results, then tells the strategy (`sweeper.runner.Feedback`).
+  The sink stores the results, then tells the strategy (`sweeper.recording.Feedback`).
 - While a pack trains, an executor may report the evaluation step its workers reached,
   `sink.progressed(specs, step)`, cheaply and throttled (the local executor from its report
   callback; Ray workers with a small `tune.report` at most every `PROGRESS_EVERY_S`): the
   progress line and `progress.json` show a long pack advancing. Progress never carries
   results: what is stored still comes only from `finished` / `failed`.
 
-`make_executor(name, ...)` is the one place that maps a name to a class.
+The protocol (`Executor`, `PackSink`) and the helpers every executor shares are in
+`sweeper.executors.base`; `make_executor(name, ...)` is the one place that maps a name to a
+class.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sweeper.results import Store
-    from sweeper.search_space import SweepFile
-    from sweeper.spec import TrialResult, TrialSpec
-    from sweeper.strategies import Strategy
+    from sweeper.executors.base import Executor
 
 EXECUTORS = ("ray", "local")
-
-
-class PackSink(Protocol):
-    """What an executor reports packs to (driver side; `sweeper.runner.Feedback`)."""
-
-    def started(self, specs: list[TrialSpec]) -> None: ...
-
-    def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
-                 node_id: str | None = None) -> None: ...
-
-    def failed(self, specs: list[TrialSpec], error: str, attempts: int) -> None: ...
-
-    def lost(self, specs: list[TrialSpec], error: str) -> None: ...
-
-    def progressed(self, specs: list[TrialSpec], step: int) -> None: ...
-
-
-PROGRESS_EVERY_S = 2.0  # a worker's progress reports are at least this far apart
-
-
-def progress_reporter(sink: PackSink, specs: list[TrialSpec]):
-    """A `sweeper.train.Report` callback that tells `sink` of a pack's evaluation steps (in
-    this process; None for a sink that does not take progress)."""
-    progressed = getattr(sink, "progressed", None)
-    if progressed is None:
-        return None
-
-    def report(step: int, rows: list) -> None:
-        progressed(specs, step)
-
-    return report
-
-
-class Executor(Protocol):
-    """See the module's docstring for the contract."""
-
-    def check(self, sweep: SweepFile, store: Store) -> None: ...
-
-    def __enter__(self) -> Executor: ...
-
-    def __exit__(self, *exc: Any) -> None: ...
-
-    def capacity(self, sweep: SweepFile) -> int: ...
-
-    def run(self, sweep: SweepFile, strategy: Strategy, sink: PackSink) -> None: ...
 
 
 def make_executor(name: str, *, address: str | None = None, num_cpus: int | None = None,
@@ -101,9 +55,3 @@ def make_executor(name: str, *, address: str | None = None, num_cpus: int | None
     from sweeper.executors.ray_tune import RayTuneExecutor
 
     return RayTuneExecutor(address, num_cpus, results_shared, verbose)
-
-
-def nothing_proposed(strategy: Strategy) -> RuntimeError:
-    """The error of a strategy that breaks its contract: nothing proposed, nothing out."""
-    return RuntimeError(f"{type(strategy).__name__}.ask proposed nothing while no pack was "
-                        "out and it was not done (see sweeper/strategies/base.py)")

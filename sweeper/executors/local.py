@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import SweeperInputError
-from sweeper.executors import PackSink, nothing_proposed, progress_reporter
+from sweeper.executors.base import PackSink, nothing_proposed, progress_reporter
 from sweeper.workers import execute_pack_with_retries
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ class LocalExecutor:
             raise SweeperInputError("scheduler: early stopping (asha) runs on Ray Tune only; "
                                     "allowed with --executor local: no scheduler key")
         if sweep.device != "cpu":
-            from sweeper.sweep_commands import check_cuda_here
+            from sweeper.devices import check_cuda_here
 
             check_cuda_here(sweep.device)
 

@@ -5,8 +5,8 @@ One Tune trial trains one pack. Whatever the search (grid, random, Optuna, any s
 the strategy proposes (`suggest` -> `ask`, one per free slot; `Searcher.FINISHED` once the
 strategy is done); the pack's spec configs travel in the trial's config, as JSON. Workers send
 their results back as plain data in their last report, and a Tune callback on the driver passes
-each pack to the sink (`sweeper.runner.Feedback`: the Recorder, the store's single writer, then
-the strategy's `tell`). Tune's own loggers are off: the store is the record.
+each pack to the sink (`sweeper.recording.Feedback`: the Recorder, the store's single writer,
+then the strategy's `tell`). Tune's own loggers are off: the store is the record.
 
 Ray facts this module works around (Ray 2.60, measured): a local Ray binds to the machine's
 non-loopback address unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0; Tune writes ~5 files per trial
@@ -24,9 +24,10 @@ import logging
 import math
 import os
 import shutil
+import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -40,13 +41,12 @@ import ray  # noqa: E402
 from ray import tune  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 
+from sweeper.cells import cell_specs  # noqa: E402
 from sweeper.errors import SweeperInputError  # noqa: E402
-from sweeper.executors import PROGRESS_EVERY_S, PackSink, nothing_proposed  # noqa: E402
-from sweeper.plan import cell_specs  # noqa: E402
+from sweeper.executors.base import PROGRESS_EVERY_S, PackSink, nothing_proposed  # noqa: E402
 from sweeper.results.errors import ResultsWriteError  # noqa: E402
-from sweeper.runner import partial_result, result_from_report, result_to_report  # noqa: E402
 from sweeper.search_space import SweepFile  # noqa: E402
-from sweeper.spec import TrialSpec  # noqa: E402
+from sweeper.spec import TrialResult, TrialSpec  # noqa: E402
 from sweeper.strategies import Strategy  # noqa: E402
 from sweeper.workers import PackOutcome, execute_pack_with_retries  # noqa: E402
 
@@ -171,6 +171,30 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+# -- the wire format: what a worker sends the driver (plain data, no pickles) -----------------
+def result_from_report(spec: TrialSpec, payload: Mapping[str, Any]) -> TrialResult:
+    """Rebuild a TrialResult on the driver from what a worker sent (plain data, no pickles)."""
+    return TrialResult(spec, payload["status"], payload["trajectory"], payload["outcomes"],
+                       payload["wall_time_s"], payload.get("error"), payload.get("diverged_step"),
+                       payload.get("host", socket.gethostname()))
+
+
+def result_to_report(result: TrialResult) -> dict[str, Any]:
+    return {"trial_id": result.trial_id, "status": result.status,
+            "trajectory": result.trajectory, "outcomes": result.outcomes,
+            "wall_time_s": result.wall_time_s, "error": result.error,
+            "diverged_step": result.diverged_step, "host": result.host}
+
+
+def partial_result(spec: TrialSpec, rows: list[tuple[int, dict]], status: str,
+                   wall_time_s: float) -> TrialResult:
+    """A trial stopped early (by the scheduler) from the evaluation rows it reported."""
+    names = [m.name for m in spec.metrics]
+    trajectory = {"step": [s for s, _ in rows], **{n: [r[n] for _, r in rows] for n in names}}
+    return TrialResult(spec, status, trajectory, spec.outcomes(trajectory), wall_time_s)
+
 
 class _StrategySearcher(Searcher):
     """Tune's view of a strategy: each suggestion is the next pack it proposes, or a pack
@@ -354,7 +378,7 @@ class RayTuneExecutor:
         cluster (any --address: an autoscaling one may start with only its head) the workers'
         hosts must reach the results, so a driver-local path needs --results-shared."""
         if sweep.device != "cpu" and self.address is None:
-            from sweeper.sweep_commands import check_cuda_here
+            from sweeper.devices import check_cuda_here
 
             check_cuda_here(sweep.device)
         cpus = self.num_cpus or os.cpu_count() or 1

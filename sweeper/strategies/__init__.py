@@ -4,7 +4,9 @@ side of a target, `sweeper.strategies.boundary`).
 
 The protocol (`ask` / `tell` / `done`, contract in `sweeper.strategies.base`) is all an executor
 knows of a strategy. `STRATEGIES` is the one place that maps a sweep file's `search.type` to its
-strategy; a new strategy is a module with a class that follows the protocol and one entry here
+strategy, and the strategy class its search type's rules (`SearchRules`: its cells, budget,
+whether it is adaptive), so nothing outside this package branches on the type; a new strategy
+is a module with a class that follows the protocol and one entry here
 (the sweep-file schema in `sweeper.search_space` lists the keys each type takes). Entries are
 imported on use: a grid sweep never imports Optuna.
 """
@@ -14,10 +16,10 @@ from __future__ import annotations
 from importlib import import_module
 
 from sweeper.errors import UnknownNameError
-from sweeper.strategies.base import Context, Pack, PlannedPacks, Strategy
+from sweeper.strategies.base import Context, Pack, PlannedPacks, SearchRules, Strategy
 
-__all__ = ["STRATEGIES", "Context", "Pack", "PlannedPacks", "Strategy", "make_strategy",
-           "strategy_class"]
+__all__ = ["STRATEGIES", "Context", "Pack", "PlannedPacks", "SearchRules", "Strategy",
+           "make_strategy", "strategy_class"]
 
 STRATEGIES: dict[str, str] = {
     "grid": "sweeper.strategies.grid:GridStrategy",

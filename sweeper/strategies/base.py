@@ -27,6 +27,13 @@ The contract:
   None when it cannot say.
 - `close()` releases what it holds (a database connection); called once, also after errors.
 
+What a search type decides before its strategy starts is on the strategy class, as
+classmethods and class attributes (`SearchRules`), so that the plan, memory admission and
+`sweeper plan` ask the type instead of branching on it: its cells (`cells`), whether they are
+known up front (`specs_up_front`) and must differ (`distinct_cells`), whether it is
+`adaptive`, its `budget` of trials, the pack size it fixes (`fixed_packs`) and how `sweeper
+plan` describes an adaptive search (`describe`).
+
 A strategy is deterministic given what is stored (and, for Optuna, the sweep's study), and it
 never writes results: the Recorder stays their single writer.
 """
@@ -34,16 +41,32 @@ never writes results: the Recorder stays their single writer.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from sweeper.packing import form_packs
 from sweeper.spec import TrialResult, TrialSpec
 
 if TYPE_CHECKING:
-    from sweeper.plan import Plan
+    from sweeper.cells import Cell
     from sweeper.results import Store
     from sweeper.search_space import SweepFile
 
 Pack = list[TrialSpec]
+
+
+class Plan(Protocol):
+    """What a strategy reads of the run's plan (`sweeper.plan.Plan`; named here, not imported,
+    so that the plan may ask the strategies for their rules)."""
+
+    sweep: SweepFile
+    specs: list[TrialSpec]  # every spec when the cells are known up front, else []
+    stored: set[str]  # trial ids stored before this run
+
+    @property
+    def sharing(self) -> Any: ...  # sweeper.plan.Sharing
+
+    @property
+    def budget(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -53,7 +76,7 @@ class Context:
 
     plan: Plan
     store: Store
-    pack_size: int | None  # None: packs sized for `workers` (plan.form_packs)
+    pack_size: int | None  # None: packs sized for `workers` (packing.form_packs)
     workers: int  # packs the executor can train at once
     pack_bytes: int | None = None  # memory one pack may use (None: not limited here)
 
@@ -85,10 +108,45 @@ class Strategy(Protocol):
     def close(self) -> None: ...
 
 
-class PlannedPacks:
+class SearchRules:
+    """A search type's rules before its strategy starts (see the module's docstring); the
+    defaults are those of a search that plans every pack up front (grid)."""
+
+    adaptive = False  # what trains is decided while the sweep runs
+    specs_up_front = True  # its cells, hence its specs, are known before it runs
+    distinct_cells = True  # two cells that are the same trials are refused
+
+    @classmethod
+    def cells(cls, sweep: SweepFile) -> list[Cell] | None:
+        """Its cells in a fixed order; None when it proposes them while it runs."""
+        return None
+
+    @classmethod
+    def budget(cls, sweep: SweepFile, specs: list[TrialSpec]) -> int:
+        """The most trials it stores (the manifest's trials_expanded): here every spec."""
+        return len(specs)
+
+    @classmethod
+    def fixed_packs(cls, sweep: SweepFile, specs: list[TrialSpec], pack_size: int | None,
+                    need: int) -> tuple[str, int, int] | None:
+        """(the setting, its value, the largest pack's bytes) when the sweep fixes its packs'
+        size (here a pack size), None for automatic packs; `need`: one trial's bytes."""
+        if not pack_size:
+            return None
+        largest = max(sum(s.memory_bytes() for s in p) for p in form_packs(specs, pack_size))
+        return "--pack-size/pack_size", pack_size, largest
+
+    @classmethod
+    def describe(cls, plan: Plan) -> tuple[dict[str, Any], str] | None:
+        """What `sweeper plan` says of an adaptive search (its JSON and its line); None: the
+        plan's trials are listed."""
+        return None
+
+
+class PlannedPacks(SearchRules):
     """A strategy whose packs are all known before the run starts (grid and random search):
     every pending spec that trains (`plan.Sharing`: not those that share an equivalent trial's
-    training), packed by `plan.form_packs`, handed out in order; results teach it nothing.
+    training), packed by `packing.form_packs`, handed out in order; results teach it nothing.
     `planned` counts the trials stored in the end, those that share a training included."""
 
     def __init__(self, packs: list[Pack], shared: int = 0):
@@ -98,8 +156,6 @@ class PlannedPacks:
 
     @classmethod
     def start(cls, context: Context) -> PlannedPacks:
-        from sweeper.plan import form_packs
-
         sharing = context.plan.sharing
         return cls(form_packs(sharing.trainings, context.pack_size, context.workers,
                               context.pack_bytes), sharing.saved)

@@ -1,7 +1,7 @@
 """Boundary search: trials where a cell's success share is still unsure of its side of a target.
 
 The candidate cells are the grid axes' combinations (as grid search has them); a unit is one
-(cell, seed), an ordinary trial spec (`plan.cell_specs`), so resume and exactly-once work
+(cell, seed), an ordinary trial spec (`cells.cell_specs`), so resume and exactly-once work
 through the store as for every search. Each `ask(n)` proposes up to n packs, one per cell, of
 `seeds_per_proposal` new seeds each:
 
@@ -36,7 +36,7 @@ import pandas as pd
 from sweeper.results import cell_stats
 from sweeper.results.levelset import SharePosterior, face_neighbours, share_posterior
 from sweeper.spec import TrialResult, TrialSpec
-from sweeper.strategies.base import Context, Pack
+from sweeper.strategies.base import Context, Pack, Plan, SearchRules
 from sweeper.strategies.grid import grid_cells
 
 if TYPE_CHECKING:
@@ -141,13 +141,50 @@ def settings_of(sweep: SweepFile) -> Settings:
                     min(search.seeds_per_proposal or 2, cap), cap, search.model)
 
 
-class BoundaryStrategy:
+class BoundaryStrategy(SearchRules):
     """The boundary search on the sweep's grid, told what its packs measured."""
+
+    adaptive = True  # its candidates are the grid's specs; which of them train, it decides
+
+    @classmethod
+    def cells(cls, sweep: SweepFile) -> list[dict[str, Any]]:
+        return grid_cells(sweep)
+
+    @classmethod
+    def budget(cls, sweep: SweepFile, specs: list[TrialSpec]) -> int:
+        return min(sweep.search.trials, len(specs))
+
+    @classmethod
+    def fixed_packs(cls, sweep: SweepFile, specs: list[TrialSpec], pack_size: int | None,
+                    need: int) -> tuple[str, int, int]:
+        """A pack is a proposal's seeds."""
+        n = settings_of(sweep).seeds_per_proposal
+        return "search.seeds_per_proposal", n, n * need
+
+    @classmethod
+    def describe(cls, plan: Plan) -> tuple[dict[str, Any], str]:
+        """Its candidates, budget and first proposals."""
+        sweep = plan.sweep
+        s = settings_of(sweep)
+        shape = [len(a.values) for a in sweep.axes]
+        cells, per = len(plan.specs) // len(sweep.seeds), len(sweep.seeds)
+        stored = sum(1 for spec in plan.specs if spec.trial_id in plan.stored)
+        outcome = sweep.search.outcome or sweep.family.phase_outcome
+        first = len(initial_cells(shape))
+        data = {"sweep": sweep.name, "search": sweep.search.type, "adaptive": True,
+                "trials": plan.budget, "candidates": len(plan.specs), "cells": cells,
+                "stored": stored, "initial_cells": first}
+        text = (f"{sweep.name}: boundary search ({outcome} share vs {s.target:g} +- "
+                f"{s.margin:g}, {sweep.search.model} posterior): {cells} candidate cells x "
+                f"{per} seeds = {len(plan.specs)} trials, of which up to {plan.budget} run "
+                f"({s.seeds_per_proposal} seeds per proposal, at most {s.max_seeds} per "
+                f"cell), first the {first} cells of a coarse sub-grid; {stored} stored")
+        return data, text
 
     def __init__(self, sweep: SweepFile, cells: list[dict[str, Any]],
                  units: list[list[TrialSpec]], known: dict[str, tuple[str, Any]]):
         self.sweep = sweep
-        self.cells = cells
+        self.candidates = cells  # the grid's cells, in grid order
         self.units = units  # per cell, its spec of each seed position (sweep.seeds order)
         self.outcome = sweep.search.outcome or sweep.family.phase_outcome
         self.search = BoundarySearch([len(a.values) for a in sweep.axes], settings_of(sweep))
@@ -176,7 +213,7 @@ class BoundaryStrategy:
     def counts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per cell: successes, counted seeds (`sweeper.results.cell_stats`), seed positions
         stored or out."""
-        size = len(self.cells)
+        size = len(self.candidates)
         successes, counted = np.zeros(size), np.zeros(size)
         used = np.zeros(size, dtype=int)
         for tid in list(self.known) + sorted(self.out_ids):
@@ -251,7 +288,7 @@ class BoundaryStrategy:
         decided = post.decided(s.target, s.margin)
         side = post.side(s.target)
         wanted = set(self.search.wanted(successes, counted, used))
-        return {"cells": len(self.cells), "sampled": int((used > 0).sum()),
+        return {"cells": len(self.candidates), "sampled": int((used > 0).sum()),
                 "above": int((decided & (side > 0)).sum()),
                 "below": int((decided & (side < 0)).sum()),
                 "undecided": int((~decided).sum()),

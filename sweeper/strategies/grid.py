@@ -19,3 +19,7 @@ def grid_cells(sweep: SweepFile) -> list[dict[str, Any]]:
 
 class GridStrategy(PlannedPacks):
     """Every pending spec of the grid (`plan.expand`), packed up front."""
+
+    @classmethod
+    def cells(cls, sweep: SweepFile) -> list[dict[str, Any]]:
+        return grid_cells(sweep)

@@ -1,10 +1,10 @@
 """Optuna search through Optuna's own ask/tell API, on any executor.
 
 A cell (one value per axis) is one Optuna trial, trained as one pack of its pending seeds; its
-value is `runner.objective_value` of `search.objective` over the cell's counted seeds (statuses
-ok and diverged, as `sweeper.results.counted`). A cell whose trials all failed is told FAIL,
-one stopped by the scheduler PRUNED, one whose worker was lost FAIL (nothing is stored: the
-next run proposes again).
+value is `sweeper.results.objective.objective_value` of `search.objective` over the cell's
+counted seeds (statuses ok and diverged, as `sweeper.results.counted`). A cell whose trials
+all failed is told FAIL, one stopped by the scheduler PRUNED, one whose worker was lost FAIL
+(nothing is stored: the next run proposes again).
 
 Where the study lives. On a local results root the study is `<root>/<sweep>/optuna.db`
 (SQLite, study name = the sweep's name): `optuna.load_study(study_name=NAME,
@@ -44,12 +44,12 @@ from optuna.distributions import (
 )
 from optuna.trial import TrialState
 
+from sweeper.cells import cell_specs
 from sweeper.errors import SweeperInputError
-from sweeper.plan import cell_specs
 from sweeper.results import COUNTED_STATUSES, counted
-from sweeper.runner import objective_value
+from sweeper.results.objective import objective_value
 from sweeper.spec import TrialResult
-from sweeper.strategies.base import Context, Pack
+from sweeper.strategies.base import Context, Pack, Plan, SearchRules
 
 if TYPE_CHECKING:
     from sweeper.results import Store
@@ -125,8 +125,33 @@ def _stored_trials(store: Store, sweep: SweepFile) -> tuple[dict[str, _Stored], 
     return trials, frame
 
 
-class OptunaStrategy:
+class OptunaStrategy(SearchRules):
     """Cells proposed by an Optuna study, told what their packs measured."""
+
+    adaptive = True
+    specs_up_front = False  # its cells are proposed while it runs
+
+    @classmethod
+    def budget(cls, sweep: SweepFile, specs: list) -> int:
+        return sweep.search.trials * len(sweep.seeds)
+
+    @classmethod
+    def fixed_packs(cls, sweep: SweepFile, specs: list, pack_size: int | None,
+                    need: int) -> tuple[str, int, int]:
+        """A pack is a proposed cell's seeds."""
+        return "seeds", len(sweep.seeds), len(sweep.seeds) * need
+
+    @classmethod
+    def describe(cls, plan: Plan) -> tuple[dict[str, Any], str]:
+        """Its budget: cells x seeds."""
+        sweep, search = plan.sweep, plan.sweep.search
+        budget = plan.budget
+        data = {"sweep": sweep.name, "search": search.type, "trials": budget,
+                "stored": len(plan.stored), "adaptive": True}
+        text = (f"{sweep.name}: adaptive search ({search.type}, {search.objective} "
+                f"{search.direction}): up to {search.trials} cells x {len(sweep.seeds)} seeds "
+                f"= {budget} trials; {len(plan.stored)} stored")
+        return data, text
 
     def __init__(self, sweep: SweepFile, study: optuna.Study, storage: Any,
                  stored: dict[str, _Stored]):

@@ -35,3 +35,9 @@ def draw(axis: Axis, rng: np.random.Generator) -> Any:
 
 class RandomStrategy(PlannedPacks):
     """Every pending spec of the drawn cells (`plan.expand`), packed up front."""
+
+    distinct_cells = False  # two draws may be one cell
+
+    @classmethod
+    def cells(cls, sweep: SweepFile) -> list[dict[str, Any]]:
+        return random_cells(sweep)

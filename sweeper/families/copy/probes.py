@@ -106,7 +106,8 @@ def sweep_probe(path: str, seeds: int | Sequence[int], steps: Sequence[int],
                 sos_never_target: bool = False) -> pd.DataFrame:
     """`readout_saturation` for each cell of a grid sweep file, on its first `seeds` seeds
     (a count) or on the seeds listed; the cell's axis values as columns."""
-    from sweeper.plan import cell_specs, cells
+    from sweeper.cells import cell_specs
+    from sweeper.plan import cells
     from sweeper.search_space import load_sweep
 
     sweep = load_sweep(path)

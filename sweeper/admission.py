@@ -1,0 +1,68 @@
+"""Memory admission: refuse, before anything is written, a sweep whose trial or fixed pack
+needs more memory than this machine has, and the bytes the packs training here may use
+together (automatic packs are cut to fit them, `sweeper.packing.form_packs`). Beside the
+wall-time estimate (`sweeper.estimate`): both judge a sweep's cost before it runs.
+"""
+
+from __future__ import annotations
+
+import os
+
+MEMORY_SHARE = 0.8  # of this machine's memory, what trials training here may use together
+
+
+def check_memory(spec, specs: list, pack_size: int | None = None,
+                 available: int | None = None) -> int | None:
+    """Refuse a sweep whose one trial, or one pack of a size it fixes, needs more memory than
+    this machine has (the family's estimate, `TrialSpec.memory_bytes`), naming the setting;
+    checked over `specs` (every trial of a grid, random or boundary sweep), or the fixed
+    settings of an Optuna one (no specs). Returns the bytes the packs may use together
+    (automatic pack sizes are cut to fit, `packing.form_packs`); None when unknown.
+
+    A fixed pack is checked alone: with several packs running at once, their sum may exceed
+    what one fits in (automatic packs are cut for that sum)."""
+    from sweeper.errors import SweeperInputError
+    from sweeper.spec import make_spec
+
+    available = available or _physical_memory()
+    if not available:
+        return None
+    budget = memory_budget(available)
+    specs = specs or [make_spec(spec.task, spec.model, spec.fixed["task"], spec.fixed["model"],
+                                spec.fixed["train"])]
+    need, worst = max(((s.memory_bytes(), i) for i, s in enumerate(specs)))
+    worst = specs[worst]
+    if need > budget:
+        flat = worst.flat()
+        shown = ", ".join(f"{k} {flat[k]}" for k in ("task.length", "task.samples",
+                                                     "task.vocab", "model.width",
+                                                     "model.dim", "train.batch_size",
+                                                     "train.eval_size") if k in flat)
+        raise SweeperInputError(f"fixed/axes: one trial needs about {need / 2**30:,.1f} GiB "
+                                f"({shown}); allowed: what fits in this machine's "
+                                f"{available / 2**30:,.1f} GiB (a smaller batch, width or length)")
+    from sweeper.strategies import strategy_class
+
+    # the sweep's search type says whether it fixes its packs' size (a proposal's seeds)
+    fixed = strategy_class(spec.search.type).fixed_packs(spec, specs, pack_size, need)
+    if fixed is not None and need > 0:
+        field, trials, pack_bytes = fixed
+        if pack_bytes > budget:
+            raise SweeperInputError(f"{field}: got {trials}; a pack of {trials} trials needs "
+                                    f"about {pack_bytes / 2**30:,.1f} GiB; allowed: at most "
+                                    f"{max(1, budget // need)} on this machine's "
+                                    f"{available / 2**30:,.1f} GiB")
+    return budget
+
+
+def memory_budget(available: int | None = None) -> int | None:
+    """The bytes trials training on this machine may use together (MEMORY_SHARE of it)."""
+    available = available or _physical_memory()
+    return int(MEMORY_SHARE * available) if available else None
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 0

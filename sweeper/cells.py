@@ -1,0 +1,30 @@
+"""A cell's trial specs: the sweep's fixed values, one value per axis, one spec per seed.
+
+What every strategy builds its trials from, whether its cells are known up front (grid,
+random, boundary: `sweeper.plan`) or proposed while it runs (optuna).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sweeper.errors import SweeperInputError
+from sweeper.search_space import SweepFile, SweepFileError
+from sweeper.spec import TrialSpec, make_spec
+
+Cell = dict[str, Any]  # axis path ("task.hardness") -> value
+
+
+def cell_specs(sweep: SweepFile, cell: Mapping[str, Any]) -> list[TrialSpec]:
+    """The specs of one cell: the fixed values, the cell's axis values, one spec per seed."""
+    groups: dict[str, dict[str, Any]] = {g: dict(v) for g, v in sweep.fixed.items()}
+    for path, value in cell.items():
+        group, name = path.split(".", 1)
+        groups[group][name] = value
+    try:
+        return [make_spec(sweep.task, sweep.model, groups["task"], groups["model"],
+                          groups["train"], seed, sweep.device) for seed in sweep.seeds]
+    except SweeperInputError as exc:
+        where = ", ".join(f"{k}={v!r}" for k, v in cell.items())
+        raise SweepFileError(f"axes (cell {where}): {exc}") from None

@@ -1,0 +1,151 @@
+"""A sweep file with overrides: from a path, YAML text or a mapping, with overrides merged
+group by group and `--set KEY=VALUE` items applied, then validated like a file (the same
+one-line errors). What `sweeper.run(..., **overrides)` and `sweeper plan/run --set` share.
+
+Overrides are top-level keys of the sweep file (name, fixed, axes, seeds, budget, ...): a
+mapping is merged into the file's group by group (`axes={"task": {"hardness": {...}}}` replaces
+the hardness axis and keeps the others), and each parameter's value or axis is replaced whole;
+anything else replaces the key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+
+def sweep_from(source: str | os.PathLike | Mapping[str, Any],
+               overrides: Mapping[str, Any] | None = None, sets: list[str] | None = None):
+    """A validated `SweepFile` from a path, YAML text or a mapping, with overrides merged and
+    then `--set` overrides applied (`apply_sets`)."""
+    if sets:
+        return sweep_from(apply_sets(_raw(source, overrides), sets))
+    import yaml
+
+    from sweeper.search_space import load_sweep, parse_sweep, parse_yaml
+
+    if isinstance(source, Mapping):
+        text = yaml.safe_dump(dict(source), sort_keys=False)
+    else:
+        text = os.fspath(source)
+        if os.path.exists(text) or not _looks_like_yaml(text):
+            if not overrides:
+                return load_sweep(text)
+            with open(text) as f:
+                text = f.read()
+    if not overrides:
+        return parse_sweep(text)
+    data = parse_yaml(text)
+    return parse_sweep(yaml.safe_dump(_merged(data, overrides), sort_keys=False))
+
+
+def _raw(source: str | os.PathLike | Mapping[str, Any],
+         overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The sweep file's mapping, overrides merged, before validation."""
+    from sweeper.search_space import parse_yaml
+
+    if isinstance(source, Mapping):
+        data: Any = dict(source)
+    else:
+        text = os.fspath(source)
+        if os.path.exists(text) or not _looks_like_yaml(text):
+            from sweeper.search_space import read_sweep_text
+
+            text = read_sweep_text(text)
+        data = parse_yaml(text)
+    if not isinstance(data, dict):
+        from sweeper.search_space import SweepFileError
+
+        raise SweepFileError(f"the file: got {type(data).__name__}; allowed: a YAML mapping of "
+                             "the sweep-file keys")
+    return _merged(data, overrides) if overrides else data
+
+
+GROUPS = ("task", "model", "train")
+
+
+def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
+    """`--set` overrides on a sweep file's mapping, in order (values read as sweep files are):
+
+    - `model.width=48`: a fixed value (task, model, train); it replaces an axis of that name.
+    - `model.heads=1,4`: a comma list sweeps an axis (a grid) and replaces a fixed value.
+    - any other dotted key sets that key of the file: `seeds=4`, `budget.steps=100`,
+      `name=quick_w48`, `search.trials=20`.
+    """
+    import copy
+
+    from sweeper.search_space import TOP_KEYS, SweepFileError, load_yaml_value
+
+    out = copy.deepcopy(dict(data))
+    for item in sets:
+        key, sep, raw = item.partition("=")
+        path = key.strip().split(".")
+        if not sep or not key.strip() or any(not p for p in path):
+            raise SweepFileError(f"--set: got {item!r}; allowed: KEY=VALUE such as "
+                                 "model.width=48, model.heads=1,4 or seeds=4")
+        if len(path) == 1 and path[0] not in TOP_KEYS:
+            raise SweepFileError(f"--set {key}: unknown key{_group_hint(out, path[0])}; allowed: "
+                                 f"GROUP.NAME (task, model, train) or a key of the file: "
+                                 f"{', '.join(TOP_KEYS)}")
+        values = [load_yaml_value(v.strip()) for v in raw.split(",")] if "," in raw \
+            and not raw.strip().startswith(("[", "{")) else None
+        value = load_yaml_value(raw.strip()) if values is None else None
+        if path[0] in GROUPS and len(path) == 2:
+            group, name = path
+            fixed = out.setdefault("fixed", {}) or {}
+            axes = out.setdefault("axes", {}) or {}
+            out["fixed"], out["axes"] = fixed, axes
+            if values is None:
+                (axes.get(group) or {}).pop(name, None)
+                fixed.setdefault(group, {})[name] = value
+            else:
+                (fixed.get(group) or {}).pop(name, None)
+                axes.setdefault(group, {})[name] = {"grid": values}
+            continue
+        node = out
+        for part in path[:-1]:
+            if not isinstance(node.get(part, {}), dict):
+                raise SweepFileError(f"--set {key}: {part} is not a mapping in the file; "
+                                     "allowed: a key of a mapping")
+            node = node.setdefault(part, {})
+        node[path[-1]] = value if values is None else values
+    return out
+
+
+def _group_hint(data: Mapping[str, Any], name: str) -> str:
+    """' (did you mean model.width?)' when `name` is a parameter of the file's task or model,
+    or a train parameter."""
+    from sweeper.errors import SweeperInputError
+    from sweeper.families import MODELS, TASKS
+    from sweeper.spec import TRAIN_PARAMS
+
+    groups = []
+    for group, registry in (("task", TASKS), ("model", MODELS)):
+        try:
+            if name in {p.name for p in registry.get(str(data.get(group))).params}:
+                groups.append(group)
+        except SweeperInputError:
+            pass
+    if name in {p.name for p in TRAIN_PARAMS}:
+        groups.append("train")
+    return f" (did you mean {' or '.join(f'{g}.{name}' for g in groups)}?)" if groups else ""
+
+
+def _looks_like_yaml(text: str) -> bool:
+    """Sweep-file text rather than a path: several lines, or a one-line {...} mapping."""
+    return "\n" in text or text.lstrip().startswith("{")
+
+
+def _merged(base: Any, changes: Mapping[str, Any], depth: int = 0) -> Any:
+    """`changes` merged into `base`: mappings down to the groups (depth 2), below that each
+    parameter's value or axis replaced whole."""
+    if not isinstance(base, Mapping):
+        return dict(changes)
+    out = dict(base)
+    for key, value in changes.items():
+        if depth < 2 and isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _merged(out[key], value, depth + 1)
+        else:
+            out[key] = value
+    return out
