@@ -7,11 +7,14 @@ random, boundary: `sweeper.plan`) or proposed while it runs (optuna).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import SweeperInputError
-from sweeper.search_space import SweepFile, SweepFileError
 from sweeper.spec import TrialSpec, make_spec
+from sweeper.sweep_fields import SweepFileError
+
+if TYPE_CHECKING:
+    from sweeper.search_space import SweepFile
 
 Cell = dict[str, Any]  # axis path ("task.hardness") -> value
 

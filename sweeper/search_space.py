@@ -33,71 +33,33 @@ checked before anything runs, and each error names its path in the file and what
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
-from sweeper.errors import ParameterError, SweeperInputError, did_you_mean
+from sweeper.errors import ParameterError, SweeperInputError
 from sweeper.families import MODELS, TASKS, Family, check_pair, family_of
 from sweeper.registry import Entry, Param
-from sweeper.results import check_sweep_name, outcome_columns
+from sweeper.results import check_sweep_name
 from sweeper.spec import TRAIN_ENTRY, make_spec
+from sweeper.sweep_fields import (
+    Axis,
+    Search,
+    SweepFileError,
+    fail,
+    int_at,
+    mapping_at,
+    number_at,
+    suggest,
+    suggest_plain,
+)
 
 TOP_KEYS = ("name", "task", "model", "fixed", "axes", "seeds", "search", "scheduler", "budget",
             "resources", "pack_size", "retries", "device", "results", "description")
 GROUPS = ("task", "model", "train")
 AXIS_KINDS = ("grid", "choice", "uniform", "loguniform", "int")
-SEARCH_KEYS = {"grid": ("type",), "random": ("type", "trials", "seed"),
-               "optuna": ("type", "trials", "objective", "direction", "seed"),
-               "boundary": ("type", "trials", "outcome", "target", "margin",
-                            "seeds_per_proposal", "max_seeds", "model")}
-BOUNDARY_MODELS = ("gp", "smooth")  # sweeper.results.levelset.MODELS (kept torch-free here)
-DOCS = "docs/sweep-files.md"
-
-
-class SweepFileError(SweeperInputError):
-    """A sweep file that does not follow the schema; the message starts with the path and
-    ends by pointing to the format's page."""
-
-    def __init__(self, message: str):
-        super().__init__(message if message.endswith(f"(see {DOCS})") else
-                         f"{message} (see {DOCS})")
-
-
-@dataclass(frozen=True)
-class Axis:
-    group: str  # task, model or train
-    name: str
-    kind: str  # grid, choice, uniform, loguniform, int
-    values: tuple[Any, ...]  # grid/choice values, or (low, high)
-
-    @property
-    def path(self) -> str:
-        return f"{self.group}.{self.name}"
-
-    @property
-    def column(self) -> str:
-        """Its column in TrialSpec.flat() and the trials table: the same name."""
-        return self.path
-
-
-@dataclass(frozen=True)
-class Search:
-    type: str = "grid"
-    trials: int | None = None
-    objective: str | None = None
-    direction: str = "maximize"
-    seed: int = 0
-    # boundary search (sweeper.strategies.boundary): trials is its trial budget
-    outcome: str | None = None  # None: the family's phase outcome
-    target: float = 0.5
-    margin: float = 0.1
-    seeds_per_proposal: int | None = None  # None: 2 (at most the cap)
-    max_seeds: int | None = None  # the refinement cap (None: all of the sweep's seeds)
-    model: str = "gp"
 
 
 @dataclass(frozen=True)
@@ -241,50 +203,12 @@ def parse_yaml(text: str) -> Any:
 
 
 # -- validation helpers --------------------------------------------------------------------
-def _fail(path: str, got: Any, allowed: str) -> SweepFileError:
-    return SweepFileError(f"{path}: got {got!r}; allowed: {allowed}")
-
-
-def _mapping_at(value: Any, path: str, keys: tuple[str, ...] | None = None) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise _fail(path, value, "a mapping" + (f" with keys {', '.join(keys)}" if keys else ""))
-    if keys is not None:
-        for key in value:
-            if key not in keys:
-                where = f"{path}.{key}" if path else str(key)
-                raise SweepFileError(f"{where}: unknown key{_suggest(str(key), list(keys))}; "
-                                     f"allowed: {', '.join(keys)}")
-    return value
-
-
-def _int_at(value: Any, path: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low \
-            or (high is not None and value > high):
-        raise _fail(path, value, f"an integer >= {low}" + (f" and <= {high}" if high else ""))
-    return value
-
-
-def _number_at(value: Any, path: str, low: float, strict: bool = False,
-               high: float | None = None) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, int | float)
-    if not ok or value < low or (strict and value == low) or (high is not None and value > high):
-        bounds = f"a number {'>' if strict else '>='} {low:g}"
-        raise _fail(path, value, bounds + (f" and <= {high:g}" if high is not None else ""))
-    return float(value)
-
-
 def _param(entry: Entry, group: str, name: str, path: str) -> Param:
     names = [p.name for p in entry.params]
     if name not in names:
-        raise SweepFileError(f"{path}: unknown {entry.id} parameter{_suggest(name, names)}; "
+        raise SweepFileError(f"{path}: unknown {entry.id} parameter{suggest(name, names)}; "
                              f"allowed: {', '.join(sorted(names))}")
     return entry.param(name)
-
-
-def _suggest(name: str, names: list[str]) -> str:
-    return f" {name!r}{did_you_mean(name, names)}"
 
 
 def _check_value(param: Param, value: Any, path: str) -> Any:
@@ -296,11 +220,11 @@ def _check_value(param: Param, value: Any, path: str) -> Any:
 
 # -- the parts of a sweep file -------------------------------------------------------------
 def _fixed(raw: Any, sweep: dict) -> dict[str, dict[str, Any]]:
-    fixed = _mapping_at(raw, "fixed", GROUPS)
+    fixed = mapping_at(raw, "fixed", GROUPS)
     out: dict[str, dict[str, Any]] = {g: {} for g in GROUPS}
     for group, values in fixed.items():
         entry = sweep["entries"][group]
-        for name, value in _mapping_at(values, f"fixed.{group}").items():
+        for name, value in mapping_at(values, f"fixed.{group}").items():
             path = f"fixed.{group}.{name}"
             out[group][name] = _check_value(_param(entry, group, name, path), value, path)
     return out
@@ -308,9 +232,9 @@ def _fixed(raw: Any, sweep: dict) -> dict[str, dict[str, Any]]:
 
 def _axes(raw: Any, sweep: dict, fixed: dict) -> tuple[Axis, ...]:
     axes = []
-    for group, params in _mapping_at(raw, "axes", GROUPS).items():
+    for group, params in mapping_at(raw, "axes", GROUPS).items():
         entry = sweep["entries"][group]
-        for name, spec in _mapping_at(params, f"axes.{group}").items():
+        for name, spec in mapping_at(params, f"axes.{group}").items():
             path = f"axes.{group}.{name}"
             param = _param(entry, group, name, path)
             if name in fixed[group]:
@@ -321,33 +245,33 @@ def _axes(raw: Any, sweep: dict, fixed: dict) -> tuple[Axis, ...]:
 
 
 def _axis(group: str, name: str, param: Param, spec: Any, path: str) -> Axis:
-    spec = _mapping_at(spec, path, AXIS_KINDS)
+    spec = mapping_at(spec, path, AXIS_KINDS)
     if len(spec) != 1:
-        raise _fail(path, spec, "exactly one of " + ", ".join(AXIS_KINDS))
+        raise fail(path, spec, "exactly one of " + ", ".join(AXIS_KINDS))
     (kind, values), = spec.items()
     where = f"{path}.{kind}"
     if kind in ("grid", "choice"):
         if not isinstance(values, list) or not values:
-            raise _fail(where, values, "a non-empty list of values")
+            raise fail(where, values, "a non-empty list of values")
         checked = [_check_value(param, v, f"{where}[{i}]") for i, v in enumerate(values)]
         for i, v in enumerate(checked):
             if v in checked[:i]:
-                raise _fail(f"{where}[{i}]", values[i],
+                raise fail(f"{where}[{i}]", values[i],
                             f"distinct values ({values[i]!r} is given twice)")
         return Axis(group, name, kind, tuple(checked))
     if not isinstance(values, list) or len(values) != 2:
-        raise _fail(where, values, "[low, high]")
+        raise fail(where, values, "[low, high]")
     if kind == "int" and param.type is not int:
-        raise _fail(where, values, f"grid, choice, uniform or loguniform ({group}.{name} takes "
+        raise fail(where, values, f"grid, choice, uniform or loguniform ({group}.{name} takes "
                                    f"{param.allowed()})")
     if kind in ("uniform", "loguniform") and param.type is not float:
-        raise _fail(where, values, f"grid, choice{', int' if param.type is int else ''} "
+        raise fail(where, values, f"grid, choice{', int' if param.type is int else ''} "
                                    f"({group}.{name} takes {param.allowed()})")
     low, high = (_check_value(param, v, f"{where}[{i}]") for i, v in enumerate(values))
     if not low < high:
-        raise _fail(where, values, "[low, high] with low < high")
+        raise fail(where, values, "[low, high] with low < high")
     if kind == "loguniform" and low <= 0:
-        raise _fail(f"{where}[0]", values[0], "a number > 0 (log scale)")
+        raise fail(f"{where}[0]", values[0], "a number > 0 (log scale)")
     return Axis(group, name, kind, (low, high))
 
 
@@ -356,108 +280,49 @@ def _seeds(raw: Any) -> tuple[int, ...]:
         return (0,)
     if isinstance(raw, list):
         if not raw:
-            raise _fail("seeds", raw, "an integer >= 1 or a non-empty list of seeds")
-        seeds = [_int_at(s, f"seeds[{i}]", 0) for i, s in enumerate(raw)]
+            raise fail("seeds", raw, "an integer >= 1 or a non-empty list of seeds")
+        seeds = [int_at(s, f"seeds[{i}]", 0) for i, s in enumerate(raw)]
         for i, s in enumerate(seeds):
             if s in seeds[:i]:
-                raise _fail(f"seeds[{i}]", s, "distinct seeds")
+                raise fail(f"seeds[{i}]", s, "distinct seeds")
         return tuple(seeds)
-    return tuple(range(_int_at(raw, "seeds", 1, 100_000)))
+    return tuple(range(int_at(raw, "seeds", 1, 100_000)))
 
 
 def _search(raw: Any, axes: tuple[Axis, ...], family: Family,
-            seeds: tuple[int, ...] = (0,)) -> Search:
+             seeds: tuple[int, ...] = (0,)) -> Search:
+    """The `search:` section, read by its type's strategy (`sweeper.strategies`): each search
+    type says which keys it takes and what they may hold."""
+    from sweeper.strategies import STRATEGIES, strategy_class
+
     raw = {"type": "grid"} if raw is None else raw
     if not isinstance(raw, dict) or not isinstance(raw.get("type"), str) \
-            or raw.get("type") not in SEARCH_KEYS:
+            or raw.get("type") not in STRATEGIES:
         got = raw.get("type") if isinstance(raw, dict) else raw
-        raise _fail("search.type", got, "grid, random, optuna or boundary")
-    kind = raw["type"]
-    _mapping_at(raw, "search", SEARCH_KEYS[kind])
-    if kind in ("grid", "boundary"):
-        for axis in axes:
-            if axis.kind not in ("grid", "choice"):
-                raise _fail(f"axes.{axis.path}.{axis.kind}", list(axis.values),
-                            f"grid or choice axes with search {kind} (use search random or "
-                            "optuna to sample ranges)")
-    if kind == "grid":
-        return Search("grid")
-    if kind == "boundary":
-        return _boundary_search(raw, axes, family, seeds)
-    trials = _int_at(raw.get("trials"), "search.trials", 1, 1_000_000)
-    seed = _int_at(raw.get("seed", 0), "search.seed", 0)
-    if kind == "random":
-        return Search("random", trials, seed=seed)
-    objectives = outcome_columns(family.outcome_rules) + tuple(
-        f"{w}_{m.name}" for m in family.scalar_metrics() for w in ("final", "best"))
-    objective = raw.get("objective")
-    if objective not in objectives:
-        raise SweepFileError(f"search.objective: got {objective!r}"
-                             f"{_suggest_plain(objective, objectives)}; allowed: "
-                             f"{', '.join(objectives)}")
-    direction = raw.get("direction", "maximize")
-    if direction not in ("maximize", "minimize"):
-        raise _fail("search.direction", direction, "maximize or minimize")
-    if not axes:
-        raise _fail("axes", None, "at least one axis for search optuna")
-    return Search("optuna", trials, objective, direction, seed)
-
-
-def _boundary_search(raw: dict, axes: tuple[Axis, ...], family: Family,
-                     seeds: tuple[int, ...]) -> Search:
-    """search: {type: boundary, ...}: the grid axes' cells are its candidates."""
-    if not axes:
-        raise _fail("axes", None, "at least one grid axis for search boundary")
-    trials = _int_at(raw.get("trials"), "search.trials", 1, 1_000_000)
-    outcome = raw.get("outcome", family.phase_outcome)
-    outcomes = tuple(r.column for r in family.outcome_rules if r.kind == "success")
-    if outcome not in outcomes:
-        raise SweepFileError(f"search.outcome: got {outcome!r}"
-                             f"{_suggest_plain(outcome, outcomes)}; allowed: "
-                             f"{', '.join(outcomes)} (a success outcome of {family.name})")
-    target = raw.get("target", 0.5)
-    if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target < 1:
-        raise _fail("search.target", target, "a success share > 0 and < 1")
-    margin = _number_at(raw.get("margin", 0.1), "search.margin", 0, high=0.5)
-    cap = raw.get("max_seeds")  # None: every seed of `seeds` (so adding seeds extends it)
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
-                            or not 1 <= cap <= len(seeds)):
-        raise _fail("search.max_seeds", cap, f"an integer >= 1 and <= {len(seeds)} (the "
-                    "sweep's seeds)")
-    per = raw.get("seeds_per_proposal")  # None: 2, or the cap when it is 1
-    if per is not None:
-        per = _int_at(per, "search.seeds_per_proposal", 1)
-        if per > (cap or len(seeds)):
-            raise _fail("search.seeds_per_proposal", per, f"an integer >= 1 and <= "
-                        f"{cap or len(seeds)} (the seeds a cell may get)")
-    model = raw.get("model", "gp")
-    if model not in BOUNDARY_MODELS:
-        raise _fail("search.model", model, " or ".join(BOUNDARY_MODELS))
-    return Search("boundary", trials, outcome=outcome, target=float(target),
-                  margin=margin, seeds_per_proposal=per, max_seeds=cap, model=model)
-
-
-def _suggest_plain(given: Any, allowed: tuple[str, ...]) -> str:
-    return did_you_mean(str(given), allowed)
+        *most, last = STRATEGIES
+        raise fail("search.type", got, f"{', '.join(most)} or {last}")
+    rules = strategy_class(raw["type"])
+    mapping_at(raw, "search", rules.section_keys)
+    return rules.read_search(raw, axes, family, seeds)
 
 
 def _scheduler(raw: Any, family: Family, steps: int) -> Scheduler | None:
     if raw is None:
         return None
-    raw = _mapping_at(raw, "scheduler", ("type", "metric", "mode", "grace_period",
+    raw = mapping_at(raw, "scheduler", ("type", "metric", "mode", "grace_period",
                                          "reduction_factor"))
     if raw.get("type") != "asha":
-        raise _fail("scheduler.type", raw.get("type"), "asha")
+        raise fail("scheduler.type", raw.get("type"), "asha")
     metrics = tuple(m.name for m in family.scalar_metrics())
     metric = raw.get("metric")
     if metric not in metrics:
         raise SweepFileError(f"scheduler.metric: got {metric!r}"
-                             f"{_suggest_plain(metric, metrics)}; allowed: {', '.join(metrics)}")
+                             f"{suggest_plain(metric, metrics)}; allowed: {', '.join(metrics)}")
     mode = raw.get("mode", "max")
     if mode not in ("max", "min"):
-        raise _fail("scheduler.mode", mode, "max or min")
-    grace = _int_at(raw.get("grace_period", 1), "scheduler.grace_period", 1, steps)
-    factor = _number_at(raw.get("reduction_factor", 3), "scheduler.reduction_factor", 1,
+        raise fail("scheduler.mode", mode, "max or min")
+    grace = int_at(raw.get("grace_period", 1), "scheduler.grace_period", 1, steps)
+    factor = number_at(raw.get("reduction_factor", 3), "scheduler.reduction_factor", 1,
                         strict=True)
     return Scheduler(metric, mode, grace, factor)
 
@@ -466,9 +331,9 @@ MAX_CPUS, MAX_GPUS = 1024, 64  # per pack: beyond any node; what a cluster has i
 
 
 def _resources(raw: Any) -> dict[str, float]:
-    raw = _mapping_at(raw, "resources", ("cpu", "gpu"))
-    cpu = _number_at(raw.get("cpu", 1), "resources.cpu", 0, strict=True, high=MAX_CPUS)
-    gpu = _number_at(raw.get("gpu", 0), "resources.gpu", 0, high=MAX_GPUS)
+    raw = mapping_at(raw, "resources", ("cpu", "gpu"))
+    cpu = number_at(raw.get("cpu", 1), "resources.cpu", 0, strict=True, high=MAX_CPUS)
+    gpu = number_at(raw.get("gpu", 0), "resources.gpu", 0, high=MAX_GPUS)
     return {"cpu": cpu, "gpu": gpu}
 
 
@@ -501,13 +366,13 @@ def read_sweep_text(path: str) -> str:
 
 def parse_sweep(text: str) -> SweepFile:
     raw = parse_yaml(text)
-    raw = _mapping_at(raw, "", TOP_KEYS)
+    raw = mapping_at(raw, "", TOP_KEYS)
     for key in ("name", "task", "model"):
         if key not in raw:
-            raise _fail(key, None, f"a {key} (required)")
+            raise fail(key, None, f"a {key} (required)")
     for key in ("task", "model"):
         if not isinstance(raw[key], str):
-            raise _fail(key, raw[key], f"a {key} id (see sweeper tasks)")
+            raise fail(key, raw[key], f"a {key} id (see sweeper tasks)")
     try:
         name = check_sweep_name(raw["name"], "name")
         task, model = TASKS.get(raw["task"]).id, MODELS.get(raw["model"]).id
@@ -521,7 +386,7 @@ def parse_sweep(text: str) -> SweepFile:
         raise SweepFileError(str(exc)) from None
     entries = {"task": TASKS.get(task), "model": MODELS.get(model), "train": TRAIN_ENTRY}
     fixed = _fixed(raw.get("fixed"), {"entries": entries})
-    budget = _mapping_at(raw.get("budget"), "budget", ("steps",))
+    budget = mapping_at(raw.get("budget"), "budget", ("steps",))
     if "steps" in budget:
         if "steps" in fixed["train"]:
             raise SweepFileError("budget.steps: the step budget is given twice (also in "
@@ -533,18 +398,18 @@ def parse_sweep(text: str) -> SweepFile:
     search = _search(raw.get("search"), axes, family, seeds)
     device = raw.get("device", "cpu")
     if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:[0-9]+)?", device):
-        raise _fail("device", device, "cpu, cuda or cuda:N")
+        raise fail("device", device, "cpu, cuda or cuda:N")
     try:
         probe = make_spec(task, model, fixed["task"], fixed["model"], fixed["train"], 0, device)
     except SweeperInputError as exc:
         raise SweepFileError(f"fixed: {exc}") from None
     scheduler = _scheduler(raw.get("scheduler"), family, probe.train["steps"])
     pack_size = raw.get("pack_size", "auto")
-    pack_size = None if pack_size == "auto" else _int_at(pack_size, "pack_size", 1, 100_000)
-    retries = _int_at(raw.get("retries", 2), "retries", 0, 100)
+    pack_size = None if pack_size == "auto" else int_at(pack_size, "pack_size", 1, 100_000)
+    retries = int_at(raw.get("retries", 2), "retries", 0, 100)
     results = raw.get("results")
     if results is not None and (not isinstance(results, str) or not results):
-        raise _fail("results", results, "a path or a URI such as s3://bucket/prefix")
+        raise fail("results", results, "a path or a URI such as s3://bucket/prefix")
     _check_trial_count(axes, seeds, search)
     sweep = SweepFile(name, task, model, fixed, axes, seeds, search, scheduler,
                       _resources(raw.get("resources")), pack_size, retries, device, results,
@@ -559,11 +424,9 @@ MAX_TRIALS = 100_000
 
 def _check_trial_count(axes: tuple[Axis, ...], seeds: tuple[int, ...], search: Search) -> None:
     """Refuse a sweep too large to plan, from the axes' sizes: nothing is expanded first."""
-    if search.type in ("grid", "boundary"):  # a boundary search plans its whole grid
-        cells = math.prod(len(a.values) for a in axes)
-        how = " x ".join(f"{len(a.values)} ({a.path})" for a in axes) or "1 cell"
-    else:
-        cells, how = search.trials, f"{search.trials} search.trials"
+    from sweeper.strategies import strategy_class
+
+    cells, how = strategy_class(search.type).cells_to_plan(axes, search)
     total = cells * len(seeds)
     if total > MAX_TRIALS:
         raise SweepFileError(f"axes: {how} x {len(seeds)} seeds = {total:,} trials; allowed: up "

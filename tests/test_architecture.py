@@ -1,9 +1,10 @@
 """The package's import graph against docs/architecture.md: no circles, and no layer importing
 one above it.
 
-The graph is read from the source (every `import`, function-level ones included, so a lazy
-import that closes a loop counts): `from pkg import name` is an edge to `pkg.name` when that is a
-module, else to `pkg`; `importlib.import_module("...")` with a literal name counts too.
+The graph is read from the source (every `import` that can run, function-level ones included,
+so a lazy import that closes a loop counts; imports under `if TYPE_CHECKING:` never run and are
+left out): `from pkg import name` is an edge to `pkg.name` when that is a module, else to `pkg`;
+`importlib.import_module("...")` with a literal name counts too.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("analysis", "analysis.*", "sweeper.report")),
     ("execution", ("sweeper.runner", "sweeper.recording",
                    "sweeper.executors", "sweeper.executors.*", "sweeper.interrupts")),
-    ("planning", ("sweeper.plan", "sweeper.admission")),
+    ("planning", ("sweeper.plan", "sweeper.admission", "sweeper.identity")),
+    ("sweep file", ("sweeper.overrides", "sweeper.search_space")),
     ("search", ("sweeper.strategies", "sweeper.strategies.*")),
-    ("sweep file", ("sweeper.search_space", "sweeper.overrides", "sweeper.identity",
-                    "sweeper.cells", "sweeper.packing", "sweeper.estimate", "sweeper.devices")),
+    ("sweep parts", ("sweeper.sweep_fields", "sweeper.cells", "sweeper.packing",
+                     "sweeper.estimate", "sweeper.devices")),
     ("training", ("sweeper.train", "sweeper.workers", "sweeper.optim", "sweeper.metrics",
                   "sweeper.layers", "sweeper.layers.*", "sweeper.families.*.model",
                   "sweeper.families.*.data", "sweeper.families.*.experiment")),
@@ -51,6 +53,21 @@ def modules() -> dict[str, Path]:
     return found
 
 
+def _runtime_nodes(tree: ast.AST):
+    """Every node except those under `if TYPE_CHECKING:` (imports for annotations never run)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for other in node.orelse:
+                yield from _walk(other)
+            continue
+        yield from _walk(node)
+
+
+def _walk(node: ast.AST):
+    yield node
+    yield from _runtime_nodes(node)
+
+
 @functools.cache
 def import_graph() -> dict[str, set[str]]:
     mods = modules()
@@ -63,7 +80,7 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for module, path in mods.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]

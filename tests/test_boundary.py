@@ -19,7 +19,7 @@ from sweeper.plan import expand, make_plan
 from sweeper.results import ResultsInputError, Store, wilson_interval
 from sweeper.results.levelset import share_posterior
 from sweeper.runner import run_sweep
-from sweeper.search_space import SEARCH_KEYS, SweepFileError, load_sweep, parse_sweep
+from sweeper.search_space import SweepFileError, load_sweep, parse_sweep
 from sweeper.spec import spec_from_config
 from sweeper.strategies import Context, make_strategy
 from sweeper.strategies.boundary import BoundarySearch, BoundaryStrategy, Settings, initial_cells
@@ -317,7 +317,7 @@ def test_defaults_and_every_boundary_key_is_documented():
     assert (sweep.search.target, sweep.search.margin, sweep.search.model) == (0.5, 0.1, "gp")
     page = (REPO / "docs" / "sweep-files.md").read_text()
     section = page[page.index("{type: boundary"):]
-    for key in SEARCH_KEYS["boundary"][1:]:  # after type
+    for key in BoundaryStrategy.section_keys[1:]:  # after type
         assert re.search(rf"`{key}`", section), key
 
 

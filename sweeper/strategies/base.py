@@ -45,9 +45,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sweeper.packing import form_packs
 from sweeper.spec import TrialResult, TrialSpec
+from sweeper.sweep_fields import Axis, Search, fail, int_at
 
 if TYPE_CHECKING:
     from sweeper.cells import Cell
+    from sweeper.families import Family
     from sweeper.results import Store
     from sweeper.search_space import SweepFile
 
@@ -115,6 +117,35 @@ class SearchRules:
     adaptive = False  # what trains is decided while the sweep runs
     specs_up_front = True  # its cells, hence its specs, are known before it runs
     distinct_cells = True  # two cells that are the same trials are refused
+    section_keys: tuple[str, ...] = ("type",)  # the keys its `search:` section takes
+    samples_ranges = False  # its axes may be ranges (uniform, loguniform, int), not only values
+
+    @classmethod
+    def read_search(cls, raw: dict, axes: tuple[Axis, ...], family: Family,
+                    seeds: tuple[int, ...]) -> Search:
+        """Its `search:` section (keys already checked against `section_keys`), or one line
+        naming the field; here: a search over the axes' values with no options."""
+        cls.check_axes(axes, raw["type"])
+        return Search(raw["type"])
+
+    @classmethod
+    def check_axes(cls, axes: tuple[Axis, ...], kind: str) -> None:
+        if cls.samples_ranges:
+            return
+        for axis in axes:
+            if axis.kind not in ("grid", "choice"):
+                raise fail(f"axes.{axis.path}.{axis.kind}", list(axis.values),
+                           f"grid or choice axes with search {kind} (use search random or "
+                           "optuna to sample ranges)")
+
+    @classmethod
+    def cells_to_plan(cls, axes: tuple[Axis, ...], search: Search) -> tuple[int, str]:
+        """How many cells planning expands, and how to say it, from the file alone (nothing
+        expanded): here every combination of the axes' values."""
+        cells = 1
+        for axis in axes:
+            cells *= len(axis.values)
+        return cells, " x ".join(f"{len(a.values)} ({a.path})" for a in axes) or "1 cell"
 
     @classmethod
     def cells(cls, sweep: SweepFile) -> list[Cell] | None:
@@ -141,6 +172,16 @@ class SearchRules:
         """What `sweeper plan` says of an adaptive search (its JSON and its line); None: the
         plan's trials are listed."""
         return None
+
+
+def read_trials(raw: dict) -> int:
+    """search.trials of a search that draws its cells: how many it draws."""
+    return int_at(raw.get("trials"), "search.trials", 1, 1_000_000)
+
+
+def drawn_cells(search: Search) -> tuple[int, str]:
+    """`cells_to_plan` of a search that draws `search.trials` cells."""
+    return search.trials or 0, f"{search.trials} search.trials"
 
 
 class PlannedPacks(SearchRules):

@@ -34,12 +34,22 @@ import numpy as np
 import pandas as pd
 
 from sweeper.results import cell_stats
-from sweeper.results.levelset import SharePosterior, face_neighbours, share_posterior
+from sweeper.results.levelset import MODELS, SharePosterior, face_neighbours, share_posterior
 from sweeper.spec import TrialResult, TrialSpec
-from sweeper.strategies.base import Context, Pack, Plan, SearchRules
+from sweeper.strategies.base import Context, Pack, Plan, SearchRules, read_trials
 from sweeper.strategies.grid import grid_cells
+from sweeper.sweep_fields import (
+    Axis,
+    Search,
+    SweepFileError,
+    fail,
+    int_at,
+    number_at,
+    suggest_plain,
+)
 
 if TYPE_CHECKING:
+    from sweeper.families import Family
     from sweeper.search_space import SweepFile
 
 INITIAL_STRIDE = 3
@@ -145,6 +155,44 @@ class BoundaryStrategy(SearchRules):
     """The boundary search on the sweep's grid, told what its packs measured."""
 
     adaptive = True  # its candidates are the grid's specs; which of them train, it decides
+    section_keys = ("type", "trials", "outcome", "target", "margin", "seeds_per_proposal",
+                    "max_seeds", "model")
+
+    @classmethod
+    def read_search(cls, raw: dict, axes: tuple[Axis, ...], family: Family,
+                    seeds: tuple[int, ...]) -> Search:
+        """The grid axes' cells are its candidates; trials is its budget; outcome, target and
+        margin say which boundary; max_seeds and seeds_per_proposal how it refines."""
+        cls.check_axes(axes, "boundary")
+        if not axes:
+            raise fail("axes", None, "at least one grid axis for search boundary")
+        trials = read_trials(raw)
+        outcome = raw.get("outcome", family.phase_outcome)
+        outcomes = tuple(r.column for r in family.outcome_rules if r.kind == "success")
+        if outcome not in outcomes:
+            raise SweepFileError(f"search.outcome: got {outcome!r}"
+                                 f"{suggest_plain(outcome, outcomes)}; allowed: "
+                                 f"{', '.join(outcomes)} (a success outcome of {family.name})")
+        target = raw.get("target", 0.5)
+        if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target < 1:
+            raise fail("search.target", target, "a success share > 0 and < 1")
+        margin = number_at(raw.get("margin", 0.1), "search.margin", 0, high=0.5)
+        cap = raw.get("max_seeds")  # None: every seed of `seeds` (so adding seeds extends it)
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
+                                or not 1 <= cap <= len(seeds)):
+            raise fail("search.max_seeds", cap, f"an integer >= 1 and <= {len(seeds)} (the "
+                       "sweep's seeds)")
+        per = raw.get("seeds_per_proposal")  # None: 2, or the cap when it is 1
+        if per is not None:
+            per = int_at(per, "search.seeds_per_proposal", 1)
+            if per > (cap or len(seeds)):
+                raise fail("search.seeds_per_proposal", per, f"an integer >= 1 and <= "
+                           f"{cap or len(seeds)} (the seeds a cell may get)")
+        model = raw.get("model", "gp")
+        if model not in MODELS:
+            raise fail("search.model", model, " or ".join(MODELS))
+        return Search("boundary", trials, outcome=outcome, target=float(target),
+                      margin=margin, seeds_per_proposal=per, max_seeds=cap, model=model)
 
     @classmethod
     def cells(cls, sweep: SweepFile) -> list[dict[str, Any]]:

@@ -46,14 +46,16 @@ from optuna.trial import TrialState
 
 from sweeper.cells import cell_specs
 from sweeper.errors import SweeperInputError
-from sweeper.results import COUNTED_STATUSES, counted
+from sweeper.results import COUNTED_STATUSES, counted, outcome_columns
 from sweeper.results.objective import objective_value
 from sweeper.spec import TrialResult
-from sweeper.strategies.base import Context, Pack, Plan, SearchRules
+from sweeper.strategies.base import Context, Pack, Plan, SearchRules, drawn_cells, read_trials
+from sweeper.sweep_fields import Axis, Search, SweepFileError, fail, int_at, suggest_plain
 
 if TYPE_CHECKING:
+    from sweeper.families import Family
     from sweeper.results import Store
-    from sweeper.search_space import Axis, SweepFile
+    from sweeper.search_space import SweepFile
 
 STUDY_FILE = "optuna.db"
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
@@ -130,6 +132,33 @@ class OptunaStrategy(SearchRules):
 
     adaptive = True
     specs_up_front = False  # its cells are proposed while it runs
+    section_keys = ("type", "trials", "objective", "direction", "seed")
+    samples_ranges = True
+
+    @classmethod
+    def read_search(cls, raw: dict, axes: tuple[Axis, ...], family: Family,
+                    seeds: tuple[int, ...]) -> Search:
+        """trials, seed, and an objective: an outcome of the family or a metric's final or
+        best value, maximised or minimised."""
+        trials = read_trials(raw)
+        seed = int_at(raw.get("seed", 0), "search.seed", 0)
+        objectives = outcome_columns(family.outcome_rules) + tuple(
+            f"{w}_{m.name}" for m in family.scalar_metrics() for w in ("final", "best"))
+        objective = raw.get("objective")
+        if objective not in objectives:
+            raise SweepFileError(f"search.objective: got {objective!r}"
+                                 f"{suggest_plain(objective, objectives)}; allowed: "
+                                 f"{', '.join(objectives)}")
+        direction = raw.get("direction", "maximize")
+        if direction not in ("maximize", "minimize"):
+            raise fail("search.direction", direction, "maximize or minimize")
+        if not axes:
+            raise fail("axes", None, "at least one axis for search optuna")
+        return Search("optuna", trials, objective, direction, seed)
+
+    @classmethod
+    def cells_to_plan(cls, axes: tuple[Axis, ...], search: Search) -> tuple[int, str]:
+        return drawn_cells(search)
 
     @classmethod
     def budget(cls, sweep: SweepFile, specs: list) -> int:

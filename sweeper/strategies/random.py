@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sweeper.strategies.base import PlannedPacks
+from sweeper.strategies.base import PlannedPacks, drawn_cells, read_trials
+from sweeper.sweep_fields import Axis, Search, int_at
 
 if TYPE_CHECKING:
-    from sweeper.search_space import Axis, SweepFile
+    from sweeper.families import Family
+    from sweeper.search_space import SweepFile
 
 
 def random_cells(sweep: SweepFile) -> list[dict[str, Any]]:
@@ -37,6 +39,18 @@ class RandomStrategy(PlannedPacks):
     """Every pending spec of the drawn cells (`plan.expand`), packed up front."""
 
     distinct_cells = False  # two draws may be one cell
+    section_keys = ("type", "trials", "seed")
+    samples_ranges = True
+
+    @classmethod
+    def read_search(cls, raw: dict, axes: tuple[Axis, ...], family: Family,
+                    seeds: tuple[int, ...]) -> Search:
+        trials = read_trials(raw)
+        return Search("random", trials, seed=int_at(raw.get("seed", 0), "search.seed", 0))
+
+    @classmethod
+    def cells_to_plan(cls, axes: tuple[Axis, ...], search: Search) -> tuple[int, str]:
+        return drawn_cells(search)
 
     @classmethod
     def cells(cls, sweep: SweepFile) -> list[dict[str, Any]]:
