@@ -24,6 +24,7 @@ from sweeper.results import (
     success_outcomes,
     wilson_interval,
 )
+from sweeper.results.reading import search_facts
 
 from .errors import AnalysisInputError, unknown_column
 from .outcomes import derived_columns, outcome_metrics, outcome_rules, with_outcomes
@@ -509,10 +510,11 @@ def sampling_view(phase: PhaseDiagram, target: float = 0.5, margin: float = 0.1,
 
 def boundary_search(results, outcome: str, axes: Sequence[str]) -> dict | None:
     """target, margin, model and grid (column -> values) of the one boundary sweep in
-    `results`, from the sweep file its manifest keeps; None for any other sweep, several
-    sweeps, a search of another outcome, or a diagram whose axes are not the sweep's."""
+    `results` (a sweep whose manifest says it samples a level set, `search_facts`), from the
+    sweep file its manifest keeps; None for any other sweep, several sweeps, a search of
+    another outcome, or a diagram whose axes are not the sweep's."""
     manifests = list(getattr(results, "manifests", {}).values())
-    if len(manifests) != 1 or manifests[0].get("search") != "boundary":
+    if len(manifests) != 1 or not search_facts(manifests[0])["search_samples_level_set"]:
         return None
     try:
         import yaml

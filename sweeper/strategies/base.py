@@ -115,6 +115,8 @@ class SearchRules:
     adaptive = False  # what trains is decided while the sweep runs
     specs_up_front = True  # its cells, hence its specs, are known before it runs
     distinct_cells = True  # two cells that are the same trials are refused
+    draws_cells = False  # its cells are a sample, not a grid to tabulate (in the manifest)
+    samples_level_set = False  # it samples where an outcome's share crosses a target (same)
 
     @classmethod
     def cells(cls, sweep: SweepFile) -> list[Cell] | None:

@@ -145,6 +145,8 @@ class BoundaryStrategy(SearchRules):
     """The boundary search on the sweep's grid, told what its packs measured."""
 
     adaptive = True  # its candidates are the grid's specs; which of them train, it decides
+    draws_cells = True  # a sample of the grid's cells
+    samples_level_set = True
 
     @classmethod
     def cells(cls, sweep: SweepFile) -> list[dict[str, Any]]:

@@ -130,6 +130,7 @@ class OptunaStrategy(SearchRules):
 
     adaptive = True
     specs_up_front = False  # its cells are proposed while it runs
+    draws_cells = True
 
     @classmethod
     def budget(cls, sweep: SweepFile, specs: list) -> int:

@@ -37,6 +37,7 @@ class RandomStrategy(PlannedPacks):
     """Every pending spec of the drawn cells (`plan.expand`), packed up front."""
 
     distinct_cells = False  # two draws may be one cell
+    draws_cells = True
 
     @classmethod
     def cells(cls, sweep: SweepFile) -> list[dict[str, Any]]:
