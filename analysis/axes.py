@@ -27,7 +27,6 @@ METRIC_LABELS = {
     "ktiw_acc": "KTIW-probe accuracy", "uniform_acc": "uniform-attention accuracy",
     "topic_attention": "attention on the topic word", "loss": "loss",
 }
-OUTCOME_WORDS = {"attention_learned": "attention learned", "learned": "learned"}
 BOOLEAN_WORDS = {"model.train_keys": ("keys frozen", "keys trained"),
                  "model.train_embeddings": ("embeddings frozen", "embeddings trained"),
                  "model.shared_embedding": ("separate embeddings", "shared embedding"),

@@ -113,6 +113,23 @@ def _add_query(subparsers) -> None:
 
 # ---------------------------------------------------------------- phase
 
+class _Outcomes:
+    """`--outcome`'s choices: the success outcomes of the registered families, read when
+    argparse checks or shows them (not while every command's parser is built)."""
+
+    def __contains__(self, outcome: object) -> bool:
+        return outcome in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+    @staticmethod
+    def _names() -> tuple[str, ...]:
+        from .outcomes import success_choices
+
+        return success_choices()
+
+
 def _add_phase_options(p: argparse.ArgumentParser, axes_required: bool) -> None:
     p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
     p.add_argument("--x", required=axes_required, help="x axis column, e.g. task.cooccurrence")
@@ -120,7 +137,7 @@ def _add_phase_options(p: argparse.ArgumentParser, axes_required: bool) -> None:
     p.add_argument("--facet", type=_facet, default="auto",
                    help="one panel per value, e.g. model.heads; 'none' for one panel "
                         "(default: the swept model column)")
-    p.add_argument("--outcome", choices=("attention_learned", "learned"),
+    p.add_argument("--outcome", choices=_Outcomes(),
                    help="what counts as success: attention_learned (the best head's attention "
                         "accuracy reaches --attention-learned-threshold) or learned (token "
                         "accuracy reaches --threshold); default: the sweep's family's (copy: "
@@ -256,7 +273,7 @@ def _add_seeds(subparsers) -> None:
                                      "family's, e.g. accuracy,attn_acc)")
     p.add_argument("--by", help="comma-separated columns that make a cell (default: the "
                                 "sweep's varying config columns)")
-    p.add_argument("--outcome", choices=("attention_learned", "learned"),
+    p.add_argument("--outcome", choices=_Outcomes(),
                    help="what colours a seed (default: the sweep's family's)")
     _add_threshold_options(p)
     p.add_argument("-o", "--output", default="seeds.png", help="seeds.png, .svg or .pdf")

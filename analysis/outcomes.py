@@ -23,6 +23,23 @@ def outcome_rules(trials: pd.DataFrame | None = None) -> tuple[OutcomeRule, ...]
     return family_rules(str(t) for t in trials["task.id"].dropna().unique())
 
 
+def outcome_threshold(trials: pd.DataFrame | None, outcome: str,
+                      thresholds: Thresholds = DEFAULT_THRESHOLDS) -> float:
+    """The threshold `outcome` is judged at (attention_learned: the attention_learned
+    threshold; an outcome no family declares: the accuracy threshold). A success is judged
+    at its step outcome's threshold (whose rule gives its default)."""
+    rules = {r.column: r for r in outcome_rules(trials)}
+    rule = rules.get(outcome)
+    if rule is None:
+        return thresholds.accuracy
+    return thresholds.of(rules.get(rule.steps, rule))
+
+
+def success_choices() -> tuple[str, ...]:
+    """The success outcomes of the registered families, sorted: what `--outcome` accepts."""
+    return tuple(sorted(results.success_outcomes(outcome_rules())))
+
+
 def outcome_metrics(trials: pd.DataFrame | None = None) -> tuple[str, ...]:
     """The trajectory columns the outcomes of `trials` are computed from."""
     return tuple(dict.fromkeys(r.metric for r in outcome_rules(trials)))

@@ -24,9 +24,16 @@ from sweeper.results import (
     success_outcomes,
     wilson_interval,
 )
+from sweeper.results.reading import search_facts
 
 from .errors import AnalysisInputError, unknown_column
-from .outcomes import derived_columns, outcome_metrics, outcome_rules, with_outcomes
+from .outcomes import (
+    derived_columns,
+    outcome_metrics,
+    outcome_rules,
+    outcome_threshold,
+    with_outcomes,
+)
 
 REGIMES = ("learned", "failed", "unreliable", "insufficient", "missing")
 CONFIG_PREFIXES = ("task.", "model.", "optim.", "train.")
@@ -71,11 +78,11 @@ class PhaseDiagram:
     def success_text(self) -> str:
         """What counts as success here, e.g. "attention learned: best head's attention
         accuracy ≥ 0.9"."""
+        rules = {r.column: r for r in outcome_rules()}
+        rule = rules.get(self.outcome, rules["learned"])
         t = self.accuracy_threshold
-        if self.outcome == "attention_learned":
-            return ("attention learned: best head's attention accuracy"
-                    + (f" ≥ {t:g}" if t is not None else " (stored)"))
-        return "learned: token accuracy" + (f" ≥ {t:g}" if t is not None else " (stored)")
+        below = getattr(rules.get(rule.steps), "kind", "") == "first_below"
+        return rule.words + (f" {'<' if below else '≥'} {t:g}" if t is not None else " (stored)")
 
     def __repr__(self) -> str:
         facet = (f", facet {self.facet} in {self.facet_values}" if self.facet else "")
@@ -443,8 +450,7 @@ def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
     outcome = outcome or default_outcome(results)
     trials = results.trials
     trials = with_outcomes(trials, outcome_trajectories(results), thresholds)
-    rule = {r.column: r for r in outcome_rules(trials)}.get(outcome)
-    threshold = thresholds.accuracy if rule is None else thresholds.of(rule)
+    threshold = outcome_threshold(trials, outcome, thresholds)
     search = boundary_search(results, outcome, [a for a in (facet, x, y) if a])
     phase = compute_phase(trials, x, y, facet, accuracy_threshold=threshold, outcome=outcome,
                           grid=search["grid"] if search else None, **kwargs)
@@ -509,10 +515,11 @@ def sampling_view(phase: PhaseDiagram, target: float = 0.5, margin: float = 0.1,
 
 def boundary_search(results, outcome: str, axes: Sequence[str]) -> dict | None:
     """target, margin, model and grid (column -> values) of the one boundary sweep in
-    `results`, from the sweep file its manifest keeps; None for any other sweep, several
-    sweeps, a search of another outcome, or a diagram whose axes are not the sweep's."""
+    `results` (a sweep whose manifest says it samples a level set, `search_facts`), from the
+    sweep file its manifest keeps; None for any other sweep, several sweeps, a search of
+    another outcome, or a diagram whose axes are not the sweep's."""
     manifests = list(getattr(results, "manifests", {}).values())
-    if len(manifests) != 1 or manifests[0].get("search") != "boundary":
+    if len(manifests) != 1 or not search_facts(manifests[0])["search_samples_level_set"]:
         return None
     try:
         import yaml

@@ -27,7 +27,7 @@ from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds
 from . import plots
 from .errors import AnalysisInputError
 from .load import Results
-from .outcomes import with_outcomes
+from .outcomes import outcome_threshold, with_outcomes
 from .phase import (
     PhaseDiagram,
     compute_phase,
@@ -406,8 +406,7 @@ def make_report(results: Results, *, x: str | None = None, y: str | None = None,
     x, y, facet = _axes(results.trials, x, y, facet)
     outcome = outcome or default_outcome(results)
     trials = with_outcomes(results.trials, outcome_trajectories(results), thresholds)
-    threshold = (thresholds.attention_learned if outcome == "attention_learned"
-                 else thresholds.accuracy)
+    threshold = outcome_threshold(trials, outcome, thresholds)
     phase = compute_phase(trials, x, y, facet, min_seeds=min_seeds,
                           accuracy_threshold=threshold, outcome=outcome, base=base)
     cells = cells if cells is not None else representative_cells(phase)

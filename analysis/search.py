@@ -13,24 +13,20 @@ import pandas as pd
 
 from sweeper.results import COUNTED_STATUSES
 from sweeper.results.objective import objective_value
-
-SEARCHES = ("random", "optuna", "boundary")  # searches that draw cells, not a grid
+from sweeper.results.reading import search_facts
 
 
 @dataclass
 class SearchInfo:
-    """type: grid, random, optuna, boundary (or "" when unknown); axes: column -> kind (grid,
-    choice, uniform, loguniform, int)."""
+    """type: the search type's name, shown (or "" when unknown); drawn: its cells are drawn,
+    not a grid to tabulate (what its strategy said, `search_facts`); axes: column -> kind
+    (grid, choice, uniform, loguniform, int)."""
 
     type: str = ""
     objective: str | None = None
     direction: str | None = None
     axes: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def drawn(self) -> bool:
-        """A search whose cells are drawn from ranges (no grid to tabulate)."""
-        return self.type in SEARCHES
+    drawn: bool = False
 
     def scales(self) -> dict[str, str]:
         """'log' for the log-uniform axes (others decide from their values)."""
@@ -40,7 +36,13 @@ class SearchInfo:
 def search_info(manifest: dict) -> SearchInfo:
     """From the manifest's `search` and its sweep file's `search:` and `axes:` (never an
     error: an unreadable file gives what the manifest says)."""
-    info = SearchInfo(type=str(manifest.get("search") or ""))
+    info = _from_file(manifest, SearchInfo(type=str(manifest.get("search") or "")))
+    info.drawn = search_facts(manifest, info.type)["search_draws_cells"]
+    return info
+
+
+def _from_file(manifest: dict, info: SearchInfo) -> SearchInfo:
+    """`info` completed from the sweep file the manifest keeps."""
     text = manifest.get("sweep_file")
     if not isinstance(text, str) or not text.strip():
         return info

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sweeper.results.rules import OUTCOME_COLUMNS
 from sweeper.spec import TrialResult, TrialSpec
 
 
@@ -24,6 +25,15 @@ def table(rows: list[list[Any]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
+SHOWN_OUTCOMES = ("steps_to_learn", "attention_onset", "ktiw_onset", "plateau_exit")
+
+
+def _shown_outcomes(spec: TrialSpec) -> list[str]:
+    """The contract's outcomes a trial's summary shows after `learned`, then its family's own."""
+    own = [r.column for r in spec.family.outcome_rules if r.column not in OUTCOME_COLUMNS]
+    return [*SHOWN_OUTCOMES, *own]
+
+
 def trial_summary(result: TrialResult, out: str, max_rows: int = 12) -> str:
     spec, traj = result.spec, result.trajectory
     cols = spec.family.summary_columns
@@ -38,9 +48,8 @@ def trial_summary(result: TrialResult, out: str, max_rows: int = 12) -> str:
              + (f" ({result.error})" if result.error else ""),
              f"config: {config}", "",
              table(rows, ["step", *cols]), "",
-             f"learned {o['learned']}  steps_to_learn {_fmt(o['steps_to_learn'])}  "
-             f"attention_onset {_fmt(o['attention_onset'])}  ktiw_onset {_fmt(o['ktiw_onset'])}"
-             f"  plateau_exit {_fmt(o['plateau_exit'])}",
+             f"learned {o['learned']}  "
+             + "  ".join(f"{c} {_fmt(o.get(c))}" for c in _shown_outcomes(spec)),
              f"wall time {result.wall_time_s:.1f} s; written to {out}"]
     return "\n".join(lines)
 

@@ -15,19 +15,23 @@ from sweeper.plan import Plan, make_plan
 from sweeper.recording import Feedback, Progress, Recorder
 from sweeper.results import Store
 from sweeper.search_space import SweepFile
-from sweeper.strategies import Context, make_strategy
+from sweeper.strategies import Context, make_strategy, strategy_class
 
 
 def manifest(sweep: SweepFile, plan: Plan, previous: dict[str, Any] | None = None,
              overrides: list[str] | None = None) -> dict[str, Any]:
     """What the manifest says of a run (the store adds provenance: versions, git commit): the
     sweep file, its identity and fingerprint (`sweeper.identity`), and every version of the
-    file that has run under this name."""
+    file that has run under this name; what its strategy says of its search, for readers that
+    must not branch on the type (`sweeper.results.reading.search_facts`)."""
     from sweeper.identity import fingerprint, versions
 
     config = plan.identity
+    rules = strategy_class(sweep.search.type)
     return {"sweep_file": sweep.text, "task": sweep.task, "model": sweep.model,
-            "search": sweep.search.type, "outcome": sweep.family.phase_outcome,
+            "search": sweep.search.type, "search_draws_cells": rules.draws_cells,
+            "search_samples_level_set": rules.samples_level_set,
+            "outcome": sweep.family.phase_outcome,
             "trials_expanded": plan.budget,
             "identity": config, "fingerprint": fingerprint(config),
             "overrides": list(overrides or []),

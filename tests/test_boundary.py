@@ -339,6 +339,7 @@ def test_a_tiny_boundary_sweep_trains_from_the_command_line(tmp_path):
     assert "ran 4 trials" in out and "boundary search: stopped" in err
     manifest = Store.open(str(results)).read_manifest("bnd-real")
     assert manifest["search"] == "boundary" and manifest["trials_expanded"] == 4
+    assert manifest["search_draws_cells"] and manifest["search_samples_level_set"]
 
 
 @pytest.mark.ray

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from sweep_helpers import TINY_STEPS
+from sweep_helpers import TINY_STEPS, cli
 
 import analysis
+from sweeper.cli import main
 from sweeper.families import _TASK_FAMILY, FAMILIES, TASKS, families, register_family
 from sweeper.families.base import Family
 from sweeper.families.copy import COPY_OUTCOMES, copy_metrics
@@ -31,7 +32,8 @@ from sweeper.results import (
 from sweeper.spec import TrialResult, make_spec
 
 LOSS_BELOW = OutcomeRule("loss_below", "first_below", "loss", "loss_level", default=0.5)
-LOSS_LOW = OutcomeRule("loss_low", "success", "loss", "loss_level", steps="loss_below")
+LOSS_LOW = OutcomeRule("loss_low", "success", "loss", "loss_level", steps="loss_below",
+                       label="loss low: loss")
 TASK = Entry("lowloss-copy-v1", copy_task.make_copy, copy_task.PARAMS,
              check=copy_task.check, canonical=copy_task.canonical)
 FAMILY = Family(name="lowloss-copy", doc="copy, judged by its loss", tasks=(TASK,),
@@ -99,6 +101,25 @@ def test_analysis_recomputes_queries_and_draws_the_new_outcome(family, tmp_path)
                                    min_seeds=1)
     assert phase.outcome == "loss_low"
     assert set(phase.cells["successes"]) == {0, 1}
+
+
+def test_the_cli_draws_the_new_outcome_with_its_label(family, tmp_path, capsys):
+    results = [_result(length, seed, losses)
+               for length, losses in ((4, [2.0, 0.4, 0.1]), (6, [2.0, 0.8, 0.6]))
+               for seed in range(3)]
+    Store.open(str(tmp_path)).write_pack("low", results)
+    with pytest.raises(SystemExit):
+        main(["phase", "--outcome", "nope"])
+    assert "choose from 'attention_learned', 'learned', 'loss_low'" in capsys.readouterr().err
+    rc, out, err = cli(["phase", tmp_path / "low", "--x", "task.length", "--y", "seed",
+                        "--outcome", "loss_low", "--min-seeds", "1",
+                        "-o", tmp_path / "low.svg"])
+    assert rc == 0, err
+    assert "loss_low, 6 cells" in out
+    phase = analysis.phase_from_results(analysis.load(tmp_path, "low"), "task.length", "seed",
+                                        outcome="loss_low", min_seeds=1)
+    assert phase.success_text() == "loss low: loss < 0.5"
+    assert "p(loss low: loss &lt; 0.5)" in (tmp_path / "low.svg").read_text()
 
 
 def test_results_evaluates_rules_it_is_given_without_the_families():

@@ -18,6 +18,7 @@ from sweeper.executors.local import LocalExecutor
 from sweeper.packing import form_packs
 from sweeper.plan import expand, make_plan
 from sweeper.results import Store
+from sweeper.results.reading import search_facts
 from sweeper.runner import run_sweep
 from sweeper.search_space import load_sweep, parse_sweep
 from sweeper.spec import spec_from_config
@@ -67,6 +68,19 @@ def test_every_search_type_has_one_strategy_that_reads_its_section():
     with pytest.raises(UnknownNameError,
                        match="search.type 'boundry'.*allowed: boundary, grid, optuna"):
         strategy_class("boundry")
+
+
+@pytest.mark.parametrize("search", sorted(STRATEGIES))
+def test_the_manifest_records_what_the_strategy_says_of_its_search(search):
+    """`analysis` reads the search's facts, never its type; a manifest without them (written
+    before they were recorded) is read with the same facts."""
+    rules = strategy_class(search)
+    facts = {"search_draws_cells": rules.draws_cells,
+             "search_samples_level_set": rules.samples_level_set}
+    assert search_facts({"search": search}) == facts
+    assert search_facts({"search": search, **facts}) == facts
+    assert search_facts({"search": search, "search_draws_cells": not rules.draws_cells}
+                        )["search_draws_cells"] is (not rules.draws_cells)
 
 
 def test_grid_strategy_hands_out_the_pending_packs_once(tmp_path):

@@ -59,6 +59,22 @@ def read_manifest(fs: pafs.FileSystem, folder: str) -> dict[str, Any] | None:
                                 ) from None
 
 
+SEARCH_FACTS = ("search_draws_cells", "search_samples_level_set")  # the manifest's keys
+# The reading of a manifest written before its search's facts were recorded (no such keys):
+# the facts of the search types sweeper had then, so that no reader branches on a type.
+HISTORICAL_SEARCH_FACTS = {"grid": (False, False), "random": (True, False),
+                           "optuna": (True, False), "boundary": (True, True)}
+
+
+def search_facts(manifest: Mapping[str, Any], search_type: str | None = None) -> dict[str, bool]:
+    """What the sweep's strategy said of its search (`SEARCH_FACTS`: its cells are drawn, not a
+    grid; it samples a level set), from the manifest, or for an older one from its type
+    (`search_type`, else the manifest's `search`; unknown: a grid's)."""
+    kind = search_type or manifest.get("search") or "grid"
+    old = dict(zip(SEARCH_FACTS, HISTORICAL_SEARCH_FACTS.get(str(kind), (False, False))))
+    return {key: bool(manifest.get(key, old[key])) for key in SEARCH_FACTS}
+
+
 def replaces(metadata: Mapping[bytes, bytes] | None) -> list[str]:
     """The file names a trials file's footer metadata says it replaces ([] unless compacted)."""
     return json.loads((metadata or {}).get(REPLACES_KEY, b"[]"))

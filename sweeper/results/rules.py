@@ -39,6 +39,7 @@ class OutcomeRule:
     steps: str = ""  # success: the step outcome whose presence it is
     config: tuple[str, ...] = ()  # below_plateau: the classes and co-occurrence columns
     doc: str = ""
+    label: str = ""  # a success's words in figures: itself, then what it judges (`words`)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -56,6 +57,12 @@ class OutcomeRule:
         return pa.bool_() if self.kind == "success" else pa.int64()
 
     @property
+    def words(self) -> str:
+        """'learned: token accuracy': the label, else the column and its metric (a threshold
+        follows it in figures)."""
+        return self.label or f"{self.column}: {self.metric}"
+
+    @property
     def is_step(self) -> bool:
         """A step, or never (NA)."""
         return self.kind in ("first_step", "first_below", "below_plateau")
@@ -65,7 +72,8 @@ class OutcomeRule:
 STEPS_TO_LEARN = OutcomeRule("steps_to_learn", "first_step", "accuracy", "accuracy",
                              doc="first step with accuracy >= the accuracy threshold")
 LEARNED = OutcomeRule("learned", "success", "accuracy", "accuracy", steps="steps_to_learn",
-                      doc="whether accuracy reached the accuracy threshold")
+                      doc="whether accuracy reached the accuracy threshold",
+                      label="learned: token accuracy")
 CORE_RULES = (LEARNED, STEPS_TO_LEARN)
 
 # The outcome columns every trials table stores (schema version 2), in this order, and their

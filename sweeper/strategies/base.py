@@ -117,6 +117,8 @@ class SearchRules:
     adaptive = False  # what trains is decided while the sweep runs
     specs_up_front = True  # its cells, hence its specs, are known before it runs
     distinct_cells = True  # two cells that are the same trials are refused
+    draws_cells = False  # its cells are a sample, not a grid to tabulate (in the manifest)
+    samples_level_set = False  # it samples where an outcome's share crosses a target (same)
     section_keys: tuple[str, ...] = ("type",)  # the keys its `search:` section takes
     samples_ranges = False  # its axes may be ranges (uniform, loguniform, int), not only values
 

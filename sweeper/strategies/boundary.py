@@ -155,6 +155,8 @@ class BoundaryStrategy(SearchRules):
     """The boundary search on the sweep's grid, told what its packs measured."""
 
     adaptive = True  # its candidates are the grid's specs; which of them train, it decides
+    draws_cells = True  # a sample of the grid's cells
+    samples_level_set = True
     section_keys = ("type", "trials", "outcome", "target", "margin", "seeds_per_proposal",
                     "max_seeds", "model")
 

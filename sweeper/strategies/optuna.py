@@ -132,6 +132,7 @@ class OptunaStrategy(SearchRules):
 
     adaptive = True
     specs_up_front = False  # its cells are proposed while it runs
+    draws_cells = True
     section_keys = ("type", "trials", "objective", "direction", "seed")
     samples_ranges = True
 

@@ -39,6 +39,7 @@ class RandomStrategy(PlannedPacks):
     """Every pending spec of the drawn cells (`plan.expand`), packed up front."""
 
     distinct_cells = False  # two draws may be one cell
+    draws_cells = True
     section_keys = ("type", "trials", "seed")
     samples_ranges = True
 

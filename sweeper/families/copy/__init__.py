@@ -20,7 +20,8 @@ from sweeper.results.schema import Metric
 # did, and the onsets: the first steps with attn_acc, ktiw_acc >= their thresholds.
 COPY_OUTCOMES = (
     OutcomeRule("attention_learned", "success", "attn_acc", "attention_learned",
-                steps="attention_steps"),
+                steps="attention_steps",
+                label="attention learned: best head's attention accuracy"),
     OutcomeRule("attention_steps", "first_step", "attn_acc", "attention_learned"),
     OutcomeRule("attention_heads", "items_reaching", "attn_acc_head", "attention_learned"),
     OutcomeRule("attention_onset", "first_step", "attn_acc", "attention"),
