@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from analysis.outcomes import outcome_rules
 from sweeper.results import COUNTED_STATUSES
 from sweeper.results.objective import objective_value
 from sweeper.results.reading import search_facts
@@ -83,8 +84,9 @@ def objective_cells(trials: pd.DataFrame, keys: Sequence[str], objective: str) -
     budget = (pd.to_numeric(trials["train.steps"], errors="coerce").astype(float)
               if "train.steps" in trials.columns else pd.Series(math.nan, trials.index))
     values = trials[objective].astype(object)
+    rules = outcome_rules(trials)
     number = pd.Series([objective_value([{objective: None if pd.isna(v) else v}], objective,
-                                        steps if r else None)
+                                        steps if r else None, rules)
                         for v, steps, r in zip(values, budget, ran)], index=trials.index,
                        dtype=float)
     known = number.notna()

@@ -339,7 +339,7 @@ class OptunaStrategy(SearchRules):
         objective = self.sweep.search.objective
         steps = rows[0].steps if rows else 0
         value = objective_value([{objective: r.value} for r in rows if r.counted], objective,
-                                steps)
+                                steps, self.sweep.family.outcome_rules)
         return (TrialState.FAIL, None) if math.isnan(value) else (TrialState.COMPLETE, value)
 
     def _finish(self, number: int, state: TrialState, value: float | None) -> None:
