@@ -154,15 +154,15 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         memory = check_memory(spec, plan.specs, pack_size or spec.pack_size)
         # (automatic packs are cut to fit `memory` over the packs running at once)
     runner.check(spec, store)  # before it starts and before anything is written
-    if address is None:
-        prepare_native_kernels(spec, plan, store)
     from sweeper.results.lease import acquire
 
-    with stop_on_signals(stream) as stop, acquire(store, spec.name, wait=wait, stream=stream), \
-            runner:
-        summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,
-                            extend=extend, overrides=list(sets or []), memory=memory,
-                            plan=plan)
+    with stop_on_signals(stream) as stop, acquire(store, spec.name, wait=wait, stream=stream):
+        if address is None:  # under the lease: a second driver is refused at once, not after
+            prepare_native_kernels(spec, plan, store)  # a first build of the kernels
+        with runner:
+            summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,
+                                extend=extend, overrides=list(sets or []), memory=memory,
+                                plan=plan)
     outcome = spec.family.phase_outcome
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],

@@ -44,6 +44,15 @@ def _holds_lease(results: Path, sweep: str, pid: int) -> bool:
         return False
 
 
+def _training(results: Path, sweep: str) -> bool:
+    """The driver's progress file says a pack is running (the kernels are built or loaded: a
+    driver prepares them under its lease, before its first pack)."""
+    try:
+        return json.loads((results / sweep / "progress.json").read_text()).get("running", 0) > 0
+    except (OSError, ValueError):
+        return False
+
+
 def _stored_once(results: Path, sweep: str, expected: int) -> None:
     trials = pd.read_parquet(results / sweep / "trials")
     assert len(trials) == expected and trials["trial_id"].is_unique
@@ -90,8 +99,7 @@ def test_a_killed_drivers_lease_is_taken_over_and_every_trial_stored_once(tmp_pa
 def test_an_interrupt_stores_what_finished_says_so_and_resumes(tmp_path, signum, status):
     sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
     driver = _start(sweep, results)
-    _wait_for(lambda: _holds_lease(results, "slow", driver.pid), what="the lease")
-    time.sleep(0.5)  # inside the first pack (a real interrupt comes at any moment)
+    _wait_for(lambda: _training(results, "slow"), what="a running pack")
     driver.send_signal(signum)
     out, err = driver.communicate(timeout=300)
     assert driver.returncode == status, err
@@ -109,8 +117,7 @@ def test_an_interrupt_stores_what_finished_says_so_and_resumes(tmp_path, signum,
 def test_a_second_interrupt_abandons_the_running_pack(tmp_path):
     sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
     driver = _start(sweep, results)
-    _wait_for(lambda: _holds_lease(results, "slow", driver.pid), what="the lease")
-    time.sleep(0.5)  # inside the first pack
+    _wait_for(lambda: _training(results, "slow"), what="a running pack")
     driver.send_signal(signal.SIGINT)
     time.sleep(0.2)
     driver.send_signal(signal.SIGINT)
