@@ -9,7 +9,7 @@ from typing import Any
 from sweeper.errors import ParameterError
 from sweeper.registry import Entry, Param
 
-MAX_SEED = 2**63 - 1
+MAX_SEED = 10**18  # fits the int64 column
 
 
 @dataclass(frozen=True)
