@@ -195,6 +195,8 @@ def test_head_seeds_as_a_grid_axis_and_as_a_fixed_value():
     assert [s.model_params["head_seeds"] for s in fixed.specs] == [[3, 8], [3, 8]]
     axis = make_plan(sweep_from(SWEEP, sets=["model.head_seeds=[3,8],[8,3]"]), set())
     assert len(axis.specs) == 4
+    with pytest.raises(SweeperInputError, match=r"head_seeds.choice: .*an axis of lists is a grid"):
+        sweep_from(SWEEP.replace("{grid: [[0, 1]", "{choice: [[0, 1]"))
 
 
 @pytest.mark.parametrize(("params", "message"), [
