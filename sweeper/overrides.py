@@ -70,12 +70,13 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
 
     - `model.width=48`: a fixed value (task, model, train); it replaces an axis of that name.
     - `model.heads=1,4`: a comma list sweeps an axis (a grid) and replaces a fixed value.
+    - `model.head_seeds=[3,7]`: a list value (fixed); `model.head_seeds=[3,7],[3,8]` an axis.
     - any other dotted key sets that key of the file: `seeds=4`, `budget.steps=100`,
       `name=quick_w48`, `search.trials=20`.
     """
     import copy
 
-    from sweeper.search_space import TOP_KEYS, SweepFileError, load_yaml_value
+    from sweeper.search_space import TOP_KEYS, SweepFileError
 
     out = copy.deepcopy(dict(data))
     for item in sets:
@@ -88,9 +89,7 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
             raise SweepFileError(f"--set {key}: unknown key{_group_hint(out, path[0])}; allowed: "
                                  f"GROUP.NAME (task, model, train) or a key of the file: "
                                  f"{', '.join(TOP_KEYS)}")
-        values = [load_yaml_value(v.strip()) for v in raw.split(",")] if "," in raw \
-            and not raw.strip().startswith(("[", "{")) else None
-        value = load_yaml_value(raw.strip()) if values is None else None
+        value, values = _set_value(key, raw)
         if path[0] in GROUPS and len(path) == 2:
             group, name = path
             fixed = out.setdefault("fixed", {}) or {}
@@ -111,6 +110,28 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[path[-1]] = value if values is None else values
     return out
+
+
+def _set_value(key: str, raw: str) -> tuple[Any, list | None]:
+    """`--set` VALUE as (a value, None) or (None, an axis's values): `1,4` is an axis, `[3,7]`
+    one list value (seq2seq's head_seeds), `[0,1],[2,3]` an axis of list values."""
+    import yaml
+
+    from sweeper.search_space import SweepFileError, load_yaml_value
+
+    text = raw.strip()
+    try:
+        if "," in text and not text.startswith(("[", "{")):
+            return None, [load_yaml_value(v.strip()) for v in text.split(",")]
+        try:
+            return load_yaml_value(text), None
+        except yaml.YAMLError:
+            if not text.startswith("["):
+                raise
+            return None, load_yaml_value(f"[{text}]")  # [0,1],[2,3]: an axis of lists
+    except yaml.YAMLError:
+        raise SweepFileError(f"--set {key}: got {raw!r}; allowed: a YAML value, a comma list "
+                             "(an axis) or comma-separated [lists] (an axis of lists)") from None
 
 
 def _group_hint(data: Mapping[str, Any], name: str) -> str:

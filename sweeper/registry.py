@@ -21,7 +21,7 @@ class Param:
     """One parameter: its type, default and allowed range or choices."""
 
     name: str
-    type: type  # int, float, bool or str
+    type: type  # int, float, bool, str, or list (a list of integers, each within low..high)
     default: Any
     doc: str = ""
     low: float | None = None  # inclusive
@@ -34,23 +34,30 @@ class Param:
     def allowed(self) -> str:
         if self.choices is not None:
             text = "one of " + ", ".join(repr(c) for c in self.choices)
+        elif self.type is list:
+            text = "a list of integers" + self._bounds(" each ")
         elif self.type is bool:
             text = "true or false"
         else:
             kind = {int: "an integer", float: "a number"}.get(self.type, self.type.__name__)
-            bounds = []
-            if self.low is not None:
-                bounds.append(f">= {self.low:g}")
-            if self.high is not None:
-                bounds.append(f"<= {self.high:g}")
-            text = kind + (" " + " and ".join(bounds) if bounds else "")
+            text = kind + self._bounds(" ")
         return text + (" (or null)" if self.nullable else "")
+
+    def _bounds(self, lead: str) -> str:
+        bounds = []
+        if self.low is not None:
+            bounds.append(f">= {self.low:g}")
+        if self.high is not None:
+            bounds.append(f"<= {self.high:g}")
+        return lead + " and ".join(bounds) if bounds else ""
 
     def check(self, value: Any, where: str) -> Any:
         """Return `value` coerced to this parameter's type, or raise naming `where`."""
         if value is None and self.nullable:
             return None
         bad = ParameterError(f"{where}: got {value!r}; allowed: {self.allowed()}")
+        if self.type is list:
+            return self._check_list(value, bad)
         if self.type is bool:
             if not isinstance(value, bool):
                 raise bad
@@ -76,6 +83,21 @@ class Param:
             raise bad
         return value
 
+    def _check_list(self, value: Any, bad: ParameterError) -> list[int]:
+        """A list of integers, each within low..high (a fresh list: the caller's is not kept)."""
+        if not isinstance(value, list | tuple) or not value:
+            raise bad
+        out = []
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int | float) \
+                    or (isinstance(item, float) and not item.is_integer()):
+                raise bad
+            if (self.low is not None and item < self.low) \
+                    or (self.high is not None and item > self.high):
+                raise bad
+            out.append(int(item))
+        return out
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -91,6 +113,9 @@ class Entry:
     # copy's hardness when the block is the whole vocabulary): configs that differ only in
     # them train one model, which every one of them shares (`TrialSpec.training_id`)
     ineffective: Callable[[dict[str, Any]], tuple[str, ...]] | None = None
+    # nullable parameters hashed into the trial id only when set (not null): a parameter added
+    # after trials were stored keeps their ids valid at its null default (`TrialSpec.config`)
+    optional: tuple[str, ...] = ()
 
     def param(self, name: str) -> Param:
         for p in self.params:

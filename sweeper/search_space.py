@@ -250,6 +250,9 @@ def _axis(group: str, name: str, param: Param, spec: Any, path: str) -> Axis:
         raise fail(path, spec, "exactly one of " + ", ".join(AXIS_KINDS))
     (kind, values), = spec.items()
     where = f"{path}.{kind}"
+    if param.type is list and kind != "grid":  # lists are not Optuna choices or ranges
+        raise fail(where, values, f"grid ({group}.{name} takes {param.allowed()}: an axis "
+                                   "of lists is a grid)")
     if kind in ("grid", "choice"):
         if not isinstance(values, list) or not values:
             raise fail(where, values, "a non-empty list of values")

@@ -9,6 +9,7 @@ change an id.
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -60,8 +61,8 @@ class TrialSpec:
 
     def config(self) -> dict[str, Any]:
         """The canonical nested config: what the trial id hashes."""
-        return {"task": {"id": self.task, **self.task_params},
-                "model": {"id": self.model, **self.model_params},
+        return {"task": {"id": self.task, **_hashed(TASKS.get(self.task), self.task_params)},
+                "model": {"id": self.model, **_hashed(MODELS.get(self.model), self.model_params)},
                 # "optim" only here, in the hashed form (ids stay those of stores made before
                 # the columns became train.optimizer / train.lr)
                 "optim": {"name": self.train["optimizer"], "lr": self.train["lr"]},
@@ -102,7 +103,7 @@ class TrialSpec:
         out.update({f"task.{k}": v for k, v in self.task_params.items()})
         out.update({f"task.{k}": v for k, v in self.make_task().derived().items()})
         out["model.id"] = self.model
-        out.update({f"model.{k}": v for k, v in self.model_params.items()})
+        out.update({f"model.{k}": _column_value(v) for k, v in self.model_params.items()})
         out.update({f"train.{p.name}": self.train[p.name] for p in TRAIN_PARAMS})
         out["seed"] = self.seed
         return out
@@ -143,6 +144,17 @@ class TrialSpec:
                                             "eval_size")}
         return (self.make_task().shape(), self.make_model_config().shape(),
                 tuple(sorted(train.items())), self.device)
+
+
+def _hashed(entry: Entry, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters a trial id hashes: all but the entry's optional ones left null."""
+    return {k: v for k, v in params.items() if v is not None or k not in entry.optional}
+
+
+def _column_value(value: Any) -> Any:
+    """A list parameter (seq2seq's head_seeds) as its JSON text, `[3,7,11]`: a table cell
+    that cells can be grouped by and queried with (ARROW_TYPES stores list as a string)."""
+    return json.dumps(value, separators=(",", ":")) if isinstance(value, list) else value
 
 
 def make_spec(task: str, model: str, task_params: Mapping[str, Any] | None = None,

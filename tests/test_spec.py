@@ -23,6 +23,8 @@ def _alternatives(p: Param, current) -> list:
         return [c for c in p.choices if c != current]
     if p.type is bool:
         return [not current]
+    if p.type is list:  # seq2seq's head_seeds: one seed per head (one head by default)
+        return [[1], [2, 3]]
     base = current if current is not None else (p.low if p.low is not None else 1)
     out = []
     for value in (base + 1, base * 2, base - 1, base / 2, p.low, p.high, 20, 0.5):
@@ -167,7 +169,9 @@ def test_config_groups_hold_every_resolved_parameter():
     assert set(config) == {"task", "model", "optim", "train", "seed"}
     assert config["task"]["id"] == "copy-v1"
     assert set(config["task"]) - {"id"} == {p.name for p in TASKS.get("copy-v1").params}
-    assert set(config["model"]) - {"id"} == {p.name for p in MODELS.get("seq2seq").params}
+    optional = set(MODELS.get("seq2seq").optional)  # hashed only when set (null here)
+    assert set(config["model"]) - {"id"} == {p.name for p in MODELS.get("seq2seq").params} \
+        - optional
     assert config["optim"] == {"name": "adam", "lr": 1e-3}
 
 

@@ -24,7 +24,10 @@ TABLE_SCHEMA_VERSION = 2  # 2: train.optimizer / train.lr (1 called them optim.n
 # Columns older stores call otherwise: read under today's names.
 LEGACY_COLUMNS = {"optim.name": "train.optimizer", "optim.lr": "train.lr"}
 
-ARROW_TYPES = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}
+# a list parameter (seq2seq's head_seeds) is stored as its JSON text, "[3,7,11]", so that cells
+# group by it and queries compare it (`sweeper.spec.TrialSpec.flat`)
+ARROW_TYPES = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string(),
+               list: pa.string()}
 
 RUN_FIELDS = (
     pa.field("trial_id", pa.string()), pa.field("sweep", pa.string()),

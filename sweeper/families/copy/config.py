@@ -4,8 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from sweeper.errors import ParameterError
 from sweeper.registry import Entry, Param
+
+MAX_SEED = 10**18  # fits the int64 column
 
 
 @dataclass(frozen=True)
@@ -17,10 +21,18 @@ class Seq2SeqConfig:
     shared_embedding: bool = True
     projection_bias: bool = True
     output_bias: str = "log_frequency"
+    base_seed: int | None = None  # seeds are values, not shapes: left out of shape()
+    head_seeds: list[int] | None = None
 
     def shape(self) -> tuple:
         return ("seq2seq", self.width, self.heads, self.cell, self.attention,
                 self.shared_embedding, self.projection_bias, self.output_bias)
+
+    @property
+    def seeded_init(self) -> bool:
+        """Whether the base and the heads come from their own streams (else today's single
+        stream per trial seed: see `Seq2Seq._init_one`)."""
+        return self.base_seed is not None or self.head_seeds is not None
 
 
 PARAMS = (
@@ -37,6 +49,29 @@ PARAMS = (
     Param("output_bias", str, "log_frequency", "output bias at init: log_frequency (log of "
           "each class's target frequency under the task; never-targets at log 1e-4) or "
           "default (nn.Linear's)", choices=("log_frequency", "default")),
+    Param("base_seed", int, None, "seed of the base network's init (embeddings, RNNs, "
+          "readout; null: the trial seed)", low=0, high=MAX_SEED, nullable=True),
+    Param("head_seeds", list, None, "one init seed per head, H distinct (null: heads from the "
+          "trial seed)", low=0, high=MAX_SEED, nullable=True),
 )
+
+
+def check_seeds(params: dict[str, Any], where: str) -> None:
+    """head_seeds, when set, holds one distinct seed per head: a head is its seed."""
+    seeds, heads = params["head_seeds"], params["heads"]
+    prefix = f"{where}." if where else ""
+    if seeds is None:
+        return
+    if len(seeds) != heads:
+        raise ParameterError(f"{prefix}head_seeds: got {len(seeds)} seeds {seeds} for "
+                             f"{prefix}heads = {heads}; allowed: {heads} distinct integers >= 0 "
+                             "(one per head) or null")
+    repeated = [s for i, s in enumerate(seeds) if s in seeds[:i]]
+    if repeated:
+        raise ParameterError(f"{prefix}head_seeds: got {seeds} ({repeated[0]} twice); allowed: "
+                             f"{heads} distinct integers >= 0 (one per head) or null")
+
+
 MODEL = Entry("seq2seq", Seq2SeqConfig, PARAMS,
-              doc="LSTM/GRU encoder-decoder with H averaged attention heads (Snell et al. 2021).")
+              doc="LSTM/GRU encoder-decoder with H averaged attention heads (Snell et al. 2021).",
+              check=check_seeds, optional=("base_seed", "head_seeds"))

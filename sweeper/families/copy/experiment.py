@@ -33,8 +33,9 @@ class CopyExperiment:
         seeds = [s.seed for s in specs]
         tasks = [s.make_task() for s in specs]
         self.sampler = self.Sampler(tasks, seeds, device)
-        self.model = Seq2Seq(specs[0].make_model_config(), [t.symbols for t in tasks], seeds,
-                             dtype, device, self.sampler.target_frequencies())
+        inits = [s.make_model_config() for s in specs]  # a pack shares shapes, not init seeds
+        self.model = Seq2Seq(inits[0], [t.symbols for t in tasks], seeds, dtype, device,
+                             self.sampler.target_frequencies(), inits)
         self.batch_size = specs[0].train["batch_size"]
         self.eval_size = specs[0].train["eval_size"]
         self.probe_size = specs[0].train.get("probe_size") or self.eval_size

@@ -16,6 +16,16 @@ The query and value projections have biases as in the papers' code (nn.Linear;
 frequency under the task (`output_bias: log_frequency`), so that classes the data never or
 rarely asks for do not hold the initial probability (see `Seq2Seq._bias_at_log_frequency`).
 
+Initialisation (`_init_one`). By default (`base_seed` and `head_seeds` null) one stream per
+trial seed draws every parameter in a fixed order, heads between the RNNs and the readout, so a
+one-head and a four-head model at one seed share the embeddings, RNNs and head 0's W_q but not
+the rest. With either set, the base network (embeddings, RNNs, W_c, b_c, W_o, b_o) comes from
+one stream, seeded by `base_seed` (or the trial seed when null), and each head's W_q, W_v, b_q,
+b_v from a stream of its own: head seed s gives the same head in any H-head model, at any
+position. With `head_seeds` null (and `base_seed` set) head h comes from the trial seed's own
+stream for position h, so heads vary with the trial seed as the data do, and head h is the same
+at every H > h. The trial seed always drives the data.
+
 `attention: uniform` zeroes the scores (a = 1/S): the KTIW-without-attention model. The cells
 follow torch.nn.LSTM / nn.GRU exactly (gate order, two biases) and are tested against them.
 
@@ -59,16 +69,20 @@ NEVER_TARGET = 1e-4  # the frequency a class that is never a target starts at
 class Seq2Seq(nn.Module):
     def __init__(self, cfg: Seq2SeqConfig, symbols: int | list[int], seeds: list[int],
                  dtype: torch.dtype = torch.float32, device: str = "cpu",
-                 target_frequencies: torch.Tensor | None = None):
+                 target_frequencies: torch.Tensor | None = None,
+                 inits: list[Seq2SeqConfig] | None = None):
         """`symbols`: the vocabulary size V, or one per model (V_k) when a pack mixes them.
         `target_frequencies` [K, V]: each output class's share of the targets under each
-        model's task, for `output_bias: log_frequency` (without them, nn.Linear's init)."""
+        model's task, for `output_bias: log_frequency` (without them, nn.Linear's init).
+        `inits`: each model's own config when a pack's differ in values that are not shapes
+        (`base_seed`, `head_seeds`; default: `cfg` for every model)."""
         super().__init__()
         per_symbols = symbols if isinstance(symbols, list) else [symbols] * len(seeds)
         self.cfg, self.symbols = cfg, max(per_symbols)
         self.gates = 4 if cfg.cell == "lstm" else 3
-        per_model = [self._pad(self._init_one(generator(s, "init"), v), v)
-                     for s, v in zip(seeds, per_symbols)]
+        inits = inits or [cfg] * len(seeds)
+        per_model = [self._pad(self._init_one(s, v, c), v)
+                     for s, v, c in zip(seeds, per_symbols, inits)]
         for name, value in I.stack(per_model, dtype, device).items():
             self.register_parameter(name, nn.Parameter(value))
         # 0 for each model's own symbols, -inf past them: a padded symbol is never predicted,
@@ -104,9 +118,26 @@ class Seq2Seq(nn.Module):
             p["w_o"], p["b_o"] = F.pad(p["w_o"], (0, extra)), F.pad(p["b_o"], (0, extra))
         return p
 
-    def _init_one(self, gen: torch.Generator, V: int) -> dict[str, torch.Tensor]:
-        """One model's parameters, as PyTorch's modules would initialise them."""
-        d, H, G = self.cfg.width, self.cfg.heads, self.gates
+    def _init_one(self, seed: int, V: int, cfg: Seq2SeqConfig) -> dict[str, torch.Tensor]:
+        """One model's parameters, as PyTorch's modules would initialise them: today's single
+        stream per trial seed, or (base_seed or head_seeds set) a base stream and one stream
+        per head (module docstring)."""
+        if not cfg.seeded_init:
+            gen = generator(seed, "init")
+            p = self._init_base(gen, V)
+            p.update(self._init_heads(gen, self.cfg.heads))
+            return {**p, **self._init_readout(gen, V)}
+        base = generator(seed if cfg.base_seed is None else cfg.base_seed, "init")
+        p, readout = self._init_base(base, V), self._init_readout(base, V)
+        heads = ([generator(s, "head") for s in cfg.head_seeds] if cfg.head_seeds is not None
+                 else [generator(seed, f"head{h}") for h in range(self.cfg.heads)])
+        per_head = [self._init_heads(gen, 1) for gen in heads]  # each [1, d, d] or [1, d]
+        p.update({k: torch.cat([h[k] for h in per_head]) for k in per_head[0]})  # [H, ...]
+        return {**p, **readout}  # today's key order: the parameters' order in a pack
+
+    def _init_base(self, gen: torch.Generator, V: int) -> dict[str, torch.Tensor]:
+        """Embeddings and both RNNs (nn.Embedding, nn.LSTM / nn.GRU), in today's order."""
+        d, G = self.cfg.width, self.gates
         rnn = 1 / math.sqrt(d)
         p = {"embed": I.normal((V, d), 1.0, gen)}
         if not self.cfg.shared_embedding:
@@ -116,11 +147,22 @@ class Seq2Seq(nn.Module):
             p[f"{side}_w_hh"] = I.uniform((d, G * d), rnn, gen)
             p[f"{side}_b_ih"] = I.uniform((G * d,), rnn, gen)
             p[f"{side}_b_hh"] = I.uniform((G * d,), rnn, gen)
-        p["w_q"] = I.uniform((H, d, d), rnn, gen)
-        p["w_v"] = I.uniform((H, d, d), rnn, gen)
+        return p
+
+    def _init_heads(self, gen: torch.Generator, H: int) -> dict[str, torch.Tensor]:
+        """H heads' projections from one stream: all W_q, then all W_v, then the biases."""
+        d = self.cfg.width
+        rnn = 1 / math.sqrt(d)
+        p = {"w_q": I.uniform((H, d, d), rnn, gen), "w_v": I.uniform((H, d, d), rnn, gen)}
         if self.cfg.projection_bias:  # nn.Linear(d, d) per head: bias U(-1/sqrt d, 1/sqrt d)
             p["b_q"] = I.uniform((H, d), rnn, gen)
             p["b_v"] = I.uniform((H, d), rnn, gen)
+        return p
+
+    def _init_readout(self, gen: torch.Generator, V: int) -> dict[str, torch.Tensor]:
+        """W_c, b_c (nn.Linear(2d, d)) and W_o, b_o (nn.Linear(d, V))."""
+        d = self.cfg.width
+        p = {}
         p["w_c"], p["b_c"] = I.linear(2 * d, d, gen)
         p["w_o"], p["b_o"] = I.linear(d, V, gen)
         return p
