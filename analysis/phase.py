@@ -24,6 +24,7 @@ from sweeper.results import (
     success_outcomes,
     wilson_interval,
 )
+from sweeper.results.cells import shares_within_cell
 from sweeper.results.reading import search_facts
 
 from .errors import AnalysisInputError, unknown_column
@@ -38,6 +39,10 @@ from .outcomes import (
 REGIMES = ("learned", "failed", "unreliable", "insufficient", "missing")
 CONFIG_PREFIXES = ("task.", "model.", "optim.", "train.")
 _FACET = "_facet"
+HEAD_AXIS_NAMES = ("heads", "n_heads", "num_heads")  # a facet named model.heads counts heads
+LOTTERY_COLUMNS = ["heads_base", "ix", "iy", "n_base", "p_base", "base_low", "base_high",
+                   "p_lottery", "lottery_low", "lottery_high", "n", "p", "p_low", "p_high",
+                   "beyond_lottery", "below_lottery"]
 
 
 @dataclass
@@ -54,6 +59,13 @@ class PhaseDiagram:
     boundary: segments of the p = level boundary, one per pair of grid-adjacent cells with
     enough seeds whose p lie strictly on opposite sides of level; edge_* are the coordinates
     of the shared cell edge in grid-index units (cell centres at integer ix, iy).
+    lottery: when the facet counts heads (`is_head_axis`), per head count H other than the
+    reference count (one head when sampled) and (x, y): the rate H independent heads would
+    reach from the reference cell's rate, p_lottery = 1 - (1 - p_base)^(H / base_heads), with
+    lottery_low, lottery_high (the reference cell's Wilson bounds through the same map), beside
+    the observed p, p_low, p_high; beyond_lottery (the observed interval lies entirely above
+    the lottery interval) and below_lottery (entirely below), false unless both cells have
+    min_seeds seeds. Empty (no rows) for any other facet, or none.
     """
 
     x: str
@@ -74,6 +86,7 @@ class PhaseDiagram:
     pooled: list[str] = field(default_factory=list)
     excluded: dict[str, int] = field(default_factory=dict)
     sampling: Sampling | None = None  # a boundary search's view (`phase_from_results`)
+    lottery: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LOTTERY_COLUMNS))
 
     def success_text(self) -> str:
         """What counts as success here, e.g. "attention learned: best head's attention
@@ -244,6 +257,72 @@ def _recovery(cells: pd.DataFrame, base: object, min_seeds: int) -> pd.DataFrame
     return other
 
 
+def is_head_axis(column: str | None, values: Sequence = ()) -> bool:
+    """Whether a facet counts heads (`model.heads`, or any `*.heads`/`n_heads`): only then is
+    "independent heads" a baseline at all. Its values must be positive integers."""
+    if column is None or column.rsplit(".", 1)[-1] not in HEAD_AXIS_NAMES:
+        return False
+    try:
+        return all(float(v) == int(v) and int(v) >= 1 for v in values)
+    except (TypeError, ValueError):
+        return False
+
+
+def lottery_rate(p: object, heads: object, base_heads: object = 1) -> np.ndarray:
+    """The success rate of `heads` independent heads when `base_heads` of them succeed at rate
+    p: 1 - (1 - p)^(heads / base_heads). Monotone in p, so it maps interval bounds to bounds."""
+    p, ratio = np.asarray(p, dtype=float), np.asarray(heads, float) / float(base_heads)
+    return 1.0 - (1.0 - p) ** ratio
+
+
+def _lottery(cells: pd.DataFrame, values: list, min_seeds: int) -> pd.DataFrame:
+    """Observed rate at H heads beside the lottery from the reference head count (one head
+    if sampled, else the fewest), per (x, y); see `PhaseDiagram.lottery`."""
+    ref = 1 if 1 in values else min(values)
+    base = cells.loc[cells[_FACET] == ref, ["ix", "iy", "n", "p", "p_low", "p_high"]].rename(
+        columns={"n": "n_base", "p": "p_base", "p_low": "base_low", "p_high": "base_high"})
+    other = cells.loc[cells[_FACET] != ref, [_FACET, "x", "y", "ix", "iy", "n", "p", "p_low",
+                                             "p_high"]].merge(base, on=["ix", "iy"], how="left")
+    heads = other[_FACET].astype(float)
+    other["heads_base"] = ref
+    other["p_lottery"] = lottery_rate(other["p_base"], heads, ref)
+    other["lottery_low"] = lottery_rate(other["base_low"], heads, ref)
+    other["lottery_high"] = lottery_rate(other["base_high"], heads, ref)
+    enough = (other["n"] >= min_seeds) & (other["n_base"] >= min_seeds)
+    other["beyond_lottery"] = enough & (other["p_low"] > other["lottery_high"])
+    other["below_lottery"] = enough & (other["p_high"] < other["lottery_low"])
+    return other[[_FACET, "x", "y", *LOTTERY_COLUMNS]].reset_index(drop=True)
+
+
+def _no_lottery(facet: str | None) -> pd.DataFrame:
+    """The empty lottery table of a diagram whose facet does not count heads."""
+    return pd.DataFrame(columns=[_FACET, "x", "y", *LOTTERY_COLUMNS]).astype(
+        {"beyond_lottery": bool, "below_lottery": bool})
+
+
+def heads_aligned(trials: pd.DataFrame, axes: Sequence[str], *, column: str = "attention_heads",
+                  statuses: Sequence[str] = COUNTED_STATUSES) -> pd.DataFrame:
+    """How many heads aligned per trial, counted per cell: one row per cell of `axes` with n
+    (seeds with a known count) and a column per count 0, 1, 2, ... (trials whose `column`,
+    copy's `attention_heads`, equals it). Whether averaged heads win by one lucky head or by
+    several is what tells a lottery from changed dynamics; a rate alone cannot."""
+    for name in [*axes, column]:
+        if name not in trials.columns:
+            raise unknown_column(name, trials.columns, "heads aligned")
+    axes = list(axes)
+    ok = trials["status"].isin(statuses) if "status" in trials.columns else True
+    keep = trials[ok & trials[column].notna() & ~shares_within_cell(trials, axes)]
+    if keep.empty:
+        return pd.DataFrame(columns=[*axes, "n"])
+    aligned = pd.to_numeric(keep[column]).astype(int).rename("_aligned")
+    keys = [keep[a] for a in axes] if axes else [pd.Series("all", index=keep.index)]
+    table = aligned.groupby([*keys, aligned]).size().unstack("_aligned", fill_value=0)
+    table = table.reindex(columns=range(int(aligned.max()) + 1), fill_value=0)
+    table.columns.name = None
+    table.insert(0, "n", table.sum(axis=1))
+    return table.reset_index(drop=not axes)
+
+
 def _boundary(cells: pd.DataFrame, level: float, min_seeds: int) -> pd.DataFrame:
     """Edges between grid-adjacent cells with enough seeds whose p straddle the level."""
     usable = cells[cells["n"] >= min_seeds]
@@ -336,13 +415,16 @@ def _assemble(stats: pd.DataFrame, keys: list[str], values: list[list], x: str, 
         marks = cells[[_FACET, "ix", "iy"]].merge(hit.assign(_hit=True), how="left")["_hit"]
         cells["recovered"] = marks.fillna(False).astype(bool).to_numpy()
     boundary = _boundary(cells, level, min_seeds)
+    lottery = (_lottery(cells, values[0], min_seeds)
+               if facet and is_head_axis(facet, values[0]) and len(values[0]) > 1
+               else _no_lottery(facet))
     return PhaseDiagram(
         x=x, y=y, facet=facet, x_values=values[1], y_values=values[2],
         facet_values=values[0] if facet else [None], base=base if facet else None,
         cells=_rename(cells, x, y, facet), recovery=_rename(recovery, x, y, facet),
         boundary=_rename(boundary, x, y, facet), level=level, confidence=confidence,
         min_seeds=min_seeds, accuracy_threshold=accuracy_threshold, outcome=outcome,
-        pooled=pooled, excluded=excluded)
+        pooled=pooled, excluded=excluded, lottery=_rename(lottery, x, y, facet))
 
 
 def phase_from_summary(summary: pd.DataFrame, x: str, y: str, facet: str | None = None, *,
