@@ -42,7 +42,7 @@ _FACET = "_facet"
 HEAD_AXIS_NAMES = ("heads", "n_heads", "num_heads")  # a facet named model.heads counts heads
 LOTTERY_COLUMNS = ["heads_base", "ix", "iy", "n_base", "p_base", "base_low", "base_high",
                    "p_lottery", "lottery_low", "lottery_high", "n", "p", "p_low", "p_high",
-                   "beyond_lottery", "below_lottery"]
+                   "excess", "beyond_lottery", "below_lottery"]
 
 
 @dataclass
@@ -63,7 +63,8 @@ class PhaseDiagram:
     reference count (one head when sampled) and (x, y): the rate H independent heads would
     reach from the reference cell's rate, p_lottery = 1 - (1 - p_base)^(H / base_heads), with
     lottery_low, lottery_high (the reference cell's Wilson bounds through the same map), beside
-    the observed p, p_low, p_high; beyond_lottery (the observed interval lies entirely above
+    the observed p, p_low, p_high; excess = p - p_lottery (NaN unless both cells have
+    min_seeds seeds); beyond_lottery (the observed interval lies entirely above
     the lottery interval) and below_lottery (entirely below), false unless both cells have
     min_seeds seeds. Empty (no rows) for any other facet, or none.
     """
@@ -289,6 +290,7 @@ def _lottery(cells: pd.DataFrame, values: list, min_seeds: int) -> pd.DataFrame:
     other["lottery_low"] = lottery_rate(other["base_low"], heads, ref)
     other["lottery_high"] = lottery_rate(other["base_high"], heads, ref)
     enough = (other["n"] >= min_seeds) & (other["n_base"] >= min_seeds)
+    other["excess"] = (other["p"] - other["p_lottery"]).where(enough)
     other["beyond_lottery"] = enough & (other["p_low"] > other["lottery_high"])
     other["below_lottery"] = enough & (other["p_high"] < other["lottery_low"])
     return other[[_FACET, "x", "y", *LOTTERY_COLUMNS]].reset_index(drop=True)

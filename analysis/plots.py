@@ -44,6 +44,7 @@ COPY_METRICS = ("accuracy", "attn_acc", "ktiw_acc", "uniform_acc")
 FORMATS = (".png", ".svg", ".pdf")
 _MISSING_COLOR, _INSUFFICIENT_COLOR = "#ffffff", "#d9d9d9"
 _UNRELIABLE_COLOR, _RECOVERED_COLOR = "#ff7f00", "#00a000"
+_FAILED_COLOR = "#d73027"
 OUTCOME_COLORS = {"success": "#1a9850", "failure": "#d73027", "diverged": "#7b3294",
                   "other": "#999999"}
 
@@ -189,18 +190,22 @@ class _PhaseLayout(_Layout):
     legend_cols: int = 4
 
 
-def _phase_layout(phase: PhaseDiagram, rows: int, legend: int) -> _PhaseLayout:
-    """Panels of a phase figure; at least wide enough for two legend entries a row and the
-    title's longest words; the legend takes as many rows as its entries need."""
+def _phase_layout(phase: PhaseDiagram, rows: int, legend: int, cols: int | None = None,
+                  title: str | None = None) -> _PhaseLayout:
+    """Panels of a phase figure (a panel per facet value unless `cols`); at least wide enough
+    for two legend entries a row and the title's longest words; the legend takes as many rows
+    as its entries need."""
     nx, ny = len(phase.x_values), len(phase.y_values)
     cell = min(0.6, 4.0 / max(nx, ny, 1))
     panel = (max(2.4, cell * nx), max(2.0, cell * ny))
-    layout = _PhaseLayout(rows=rows, cols=len(phase.facet_values), panel=panel, left=0.9,
+    cols = len(phase.facet_values) if cols is None else cols
+    layout = _PhaseLayout(rows=rows, cols=cols, panel=panel, left=0.9,
                           right=1.2, top=1.0, bottom=0.75, wgap=0.9, hgap=0.9)
     layout = layout.widened(2 * LEGEND_ITEM_WIDTH + 0.6)
     cols = max(1, min(legend, int((layout.size[0] - 0.4) // LEGEND_ITEM_WIDTH)))
     legend_rows = math.ceil(legend / cols) if legend else 0
-    title_lines = wrap_title(phase_title(phase), layout.size[0]).count("\n") + 1
+    title = phase_title(phase) if title is None else title
+    title_lines = wrap_title(title, layout.size[0]).count("\n") + 1
     return replace(layout, legend_cols=cols, bottom=0.75 + 0.25 * legend_rows,
                    top=0.3 + 0.25 * title_lines)
 
@@ -368,6 +373,60 @@ def _outline(ax, cells: pd.DataFrame, gx: AxisScale, gy: AxisScale, color: str, 
     for row in cells.itertuples(index=False):
         ax.add_patch(Rectangle(*_cell_box(gx, gy, row.ix, row.iy, inset), fill=False,
                                edgecolor=color, linewidth=width, linestyle=style))
+
+
+def lottery_figure(phase: PhaseDiagram, *, annotate: bool | None = None,
+                   scales: Mapping[str, str] | None = None) -> Figure:
+    """Recovery beyond the lottery: per head count H other than the reference, the observed
+    p(H) minus what H independent heads give from the reference rate (`phase.lottery`),
+    cells whose interval lies above the lottery's outlined green, below it dashed red."""
+    if phase.lottery.empty:
+        raise AnalysisInputError(f"no lottery baseline: the facet ({phase.facet or 'none'}) "
+                                 "does not count heads; facet by model.heads")
+    if annotate is None:
+        annotate = len(phase.x_values) * len(phase.y_values) <= ANNOTATE_CELLS
+    gx, gy = phase_scales(phase, scales)
+    values = list(pd.unique(phase.lottery[phase.facet]))
+    legend = _lottery_legend(phase)
+    title = "recovery beyond the lottery: " + phase_title(phase)
+    layout = _phase_layout(phase, rows=1, legend=len(legend), cols=len(values), title=title)
+    fig = layout.figure()
+    for i, value in enumerate(values):
+        image = _lottery_panel(layout.axes(fig, 0, i), phase, value, annotate, gx, gy)
+    fig.colorbar(image, cax=layout.colorbar_axes(fig, 0), label="p − p(lottery)")
+    layout.title(fig, title)
+    layout.legend(fig, legend, ncols=layout.legend_cols)
+    return fig
+
+
+def _lottery_panel(ax, phase: PhaseDiagram, value: object, annotate: bool,
+                   gx: AxisScale, gy: AxisScale):
+    lot = phase.lottery[phase.lottery[phase.facet] == value]
+    image = _mesh(ax, phase.grid("excess", frame=lot), gx, gy, cmap="RdBu", vmin=-1, vmax=1)
+    missing = lot["n"].eq(0) | lot["n_base"].isna() | lot["n_base"].eq(0)
+    marks = np.where(missing, "missing", np.where(lot["excess"].isna(), "insufficient", ""))
+    _mark_unsampled(ax, lot.assign(regime=marks), False, gx, gy)
+    if annotate:
+        for row in lot[lot["excess"].notna()].itertuples(index=False):
+            text = f"{row.p:.2f}\n({row.p_lottery:.2f})"
+            ax.text(gx.centers[row.ix], gy.centers[row.iy], text, ha="center",
+                    va="center", fontsize=6.5, color="white" if abs(row.excess) > 0.6 else "black")
+    _outline(ax, lot[lot["beyond_lottery"]], gx, gy, _RECOVERED_COLOR, 2.5, "-", inset=0.05)
+    _outline(ax, lot[lot["below_lottery"]], gx, gy, _FAILED_COLOR, 2.0, "--", inset=0.05)
+    base = short_value(phase.facet, lot["heads_base"].iloc[0]) if len(lot) else ""
+    _setup_grid_axes(ax, phase, f"{short_value(phase.facet, value)}: p − lottery from {base}",
+                     gx, gy)
+    return image
+
+
+def _lottery_legend(phase: PhaseDiagram) -> list:
+    return [Patch(facecolor="none", edgecolor=_RECOVERED_COLOR, lw=2.5,
+                  label="beyond the lottery (intervals apart)"),
+            Patch(facecolor="none", edgecolor=_FAILED_COLOR, lw=2.0, ls="--",
+                  label="below the lottery"),
+            Patch(facecolor=_INSUFFICIENT_COLOR, hatch="///", edgecolor="grey",
+                  label=f"fewer than {phase.min_seeds} seeds"),
+            Patch(facecolor="none", edgecolor="none", label="p (lottery p) in each cell")]
 
 
 def regime_figure(phase: PhaseDiagram, scales: Mapping[str, str] | None = None) -> Figure:

@@ -86,3 +86,16 @@ def test_heads_aligned_counts_a_hand_built_set():
     assert table.loc[4, [0, 1, 2]].tolist() == [1, 2, 1]
     assert table.loc[1, [0, 1, 2]].tolist() == [1, 2, 0]
     assert list(table.columns) == ["n", 0, 1, 2]  # the failed run's 4 is not counted
+
+
+def test_the_lottery_map_draws_and_refuses_a_sweep_without_heads(phase, tmp_path):
+    from analysis import AnalysisInputError, plots
+
+    fig = plots.lottery_figure(phase)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert len(titles) == 1 and "lottery" in titles[0]
+    for name in ("lottery.png", "lottery.svg"):
+        path = plots.save(fig, tmp_path / name)
+        assert path.stat().st_size > 1000
+    with pytest.raises(AnalysisInputError, match="does not count heads"):
+        plots.lottery_figure(compute_phase(trials_frame(GRID), X, Y))
