@@ -162,6 +162,8 @@ def run_phase(args: argparse.Namespace) -> int:
         facet = auto if auto not in (args.x, args.y) else None
     phase = phase_from_results(results, args.x, args.y, facet, thresholds=_thresholds(args),
                                min_seeds=args.min_seeds, outcome=args.outcome)
+    if getattr(args, "view", "phase") == "lottery":
+        return _run_lottery(args, results, phase)
     path = plots.save(plots.phase_figure(phase), args.output)
     if args.cells:
         _write_cells(phase, Path(args.cells))
@@ -174,17 +176,42 @@ def run_phase(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_lottery(args: argparse.Namespace, results, phase) -> int:
+    """`--view lottery`: the map of recovery beyond independent heads, the lottery table
+    (--cells), and how many heads aligned per cell where the family counts them."""
+    from . import plots
+    from .outcomes import with_outcomes
+    from .phase import heads_aligned, outcome_trajectories
+
+    path = plots.save(plots.lottery_figure(phase), args.output)
+    if args.cells:
+        _write_table(phase.lottery, Path(args.cells))
+    lot = phase.lottery
+    print(f"wrote {path}: {phase.outcome}, lottery from {phase.facet} = "
+          f"{lot['heads_base'].iloc[0]}: {int(lot['beyond_lottery'].sum())} of {len(lot)} "
+          f"cells beyond it, {int(lot['below_lottery'].sum())} below")
+    if "attention_heads" in results.trials.columns:
+        trials = with_outcomes(results.trials, outcome_trajectories(results), _thresholds(args))
+        print("heads aligned per trial (seeds with 0, 1, 2, ... heads aligned):")
+        sys.stdout.write(format_frame(heads_aligned(trials, [phase.facet, phase.x, phase.y])))
+    return 0
+
+
 def _check_suffix(path: str, allowed: tuple[str, ...], flag: str) -> None:
     if Path(path).suffix.lower() not in allowed:
         raise AnalysisInputError(f"{flag} {path!r}: use a file ending in {', '.join(allowed)}")
 
 
 def _write_cells(phase, path: Path) -> None:
+    _write_table(phase.cells, path)
+
+
+def _write_table(frame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".csv":
-        phase.cells.to_csv(path, index=False)
+        frame.to_csv(path, index=False)
     else:
-        phase.cells.to_json(path, orient="records")
+        frame.to_json(path, orient="records")
 
 
 def _add_phase(subparsers) -> None:
@@ -195,7 +222,11 @@ def _add_phase(subparsers) -> None:
                     "Outcomes are recomputed from the trajectories at the given thresholds.")
     _add_phase_options(p, axes_required=True)
     p.add_argument("-o", "--output", default="phase.png", help="phase.png or phase.svg")
-    p.add_argument("--cells", help="also write the cells table here (.csv or .json)")
+    p.add_argument("--cells", help="also write the cells table here (.csv or .json); with "
+                                   "--view lottery, the lottery table")
+    p.add_argument("--view", choices=("phase", "lottery"), default="phase",
+                   help="phase (default): the diagram and recovery maps; lottery: recovery "
+                        "beyond independent heads (facet model.heads), and heads aligned")
     p.set_defaults(func=run_phase, analysis_command="phase")
 
 

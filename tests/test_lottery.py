@@ -9,9 +9,9 @@ from analysis import compute_phase, wilson_interval
 from analysis.phase import heads_aligned, is_head_axis, lottery_rate
 
 try:
-    from analysis_fixtures import trials_frame
+    from analysis_fixtures import small_copy_sweep, trials_frame
 except ImportError:  # tests/ imported as a package
-    from tests.analysis_fixtures import trials_frame
+    from tests.analysis_fixtures import small_copy_sweep, trials_frame
 
 X, Y, F = "task.cooccurrence", "task.hardness", "model.heads"
 
@@ -99,3 +99,23 @@ def test_the_lottery_map_draws_and_refuses_a_sweep_without_heads(phase, tmp_path
         assert path.stat().st_size > 1000
     with pytest.raises(AnalysisInputError, match="does not count heads"):
         plots.lottery_figure(compute_phase(trials_frame(GRID), X, Y))
+
+
+def test_cli_phase_view_lottery_draws_the_map_writes_the_table_and_counts_heads(tmp_path,
+                                                                              capsys):
+    from analysis.cli import main
+
+    small_copy_sweep(tmp_path, cooccurrence=(0.0, 1.0), hardness=(0.0,), heads=(1, 4), seeds=4,
+                     failed=0.0, diverged=0.0)
+    argv = ["phase", str(tmp_path / "copy"), "--x", "task.cooccurrence", "--y",
+            "task.hardness", "--facet", "model.heads", "--view", "lottery",
+            "-o", str(tmp_path / "lottery.svg"), "--cells", str(tmp_path / "lottery.csv")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "lottery from model.heads = 1" in out and "heads aligned" in out
+    assert (tmp_path / "lottery.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+    table = pd.read_csv(tmp_path / "lottery.csv")
+    assert len(table) == 2 and (table["model.heads"] == 4).all()
+    no_facet = argv[:6] + ["--facet", "none", *argv[8:]]
+    assert main(no_facet) == 2
+    assert "does not count heads" in capsys.readouterr().err
