@@ -140,8 +140,9 @@ def _add_phase_options(p: argparse.ArgumentParser, axes_required: bool) -> None:
     p.add_argument("--outcome", choices=_Outcomes(),
                    help="what counts as success: attention_learned (the best head's attention "
                         "accuracy reaches --attention-learned-threshold) or learned (token "
-                        "accuracy reaches --threshold); default: the sweep's family's (copy: "
-                        "attention_learned, topic: learned)")
+                        "accuracy reaches --threshold), or a success outcome a plugin family "
+                        "declares; default: the sweep's family's (copy: attention_learned, "
+                        "topic: learned)")
     _add_threshold_options(p)
     p.add_argument("--min-seeds", type=int, default=3,
                    help="cells with fewer counted seeds are marked insufficient (default 3)")

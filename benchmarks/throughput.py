@@ -22,7 +22,7 @@ denormals flushed), so that ratios are measured under the same machine load. Mod
   (b) plain       a plain PyTorch script as the papers' code is written (nn.Embedding, nn.LSTM,
                   torch.optim), one model after another; it evaluates less (loss, accuracy,
                   attention) than sweeper's full metric set, so it is a lower bound on (b)'s cost
-  (c) packed      sweeper.train_pack on K specs at once, for several K
+  (c) packed      sweeper.train.train_pack on K specs at once, for several K
 
 Each mode trains `steps` steps of the workload (fewer than the papers' budgets; evaluations at
 the workload's cadence, plus the one at step 0). Reported: model-steps per second, and models

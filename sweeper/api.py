@@ -174,10 +174,11 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
 def _stored_cells(store, spec, outcome: str):
     """The sweep's cells (`sweeper.results.cell_stats` of `outcome` over its axes), or None
     when nothing is stored."""
-    from sweeper.results import SUCCESS_OUTCOMES, cell_stats
+    from sweeper.results import cell_stats
+    from sweeper.results.rules import success_outcomes
 
     data = store.read(spec.name, "trials")
     if data is None:
         return None
     return cell_stats(data.to_pandas(), [a.column for a in spec.axes], outcome,
-                      SUCCESS_OUTCOMES[outcome])
+                      success_outcomes(spec.family.outcome_rules)[outcome])

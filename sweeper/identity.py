@@ -25,7 +25,9 @@ def identity(sweep: SweepFile) -> dict[str, Any]:
     probe = make_spec(sweep.task, sweep.model, sweep.fixed["task"], sweep.fixed["model"],
                       sweep.fixed["train"], 0, sweep.device)
     axes = {a.column for a in sweep.axes}
-    flat = {k: v for k, v in probe.flat().items() if k not in axes and k != "seed"}
+    unset = probe.unset_optional()  # as the trial id: a parameter added later keeps the identity
+    flat = {k: v for k, v in probe.flat().items()
+            if k not in axes and k != "seed" and k not in unset}
     derived = {f"task.{k}" for k in probe.make_task().derived()}
     flat = {k: v for k, v in flat.items() if k not in derived}
     search = {k: v for k, v in vars(sweep.search).items() if k not in ("trials", "budget")}

@@ -62,7 +62,6 @@ def _raw(source: str | os.PathLike | Mapping[str, Any],
     return _merged(data, overrides) if overrides else data
 
 
-GROUPS = ("task", "model", "train")
 
 
 def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
@@ -76,7 +75,7 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
     """
     import copy
 
-    from sweeper.search_space import TOP_KEYS, SweepFileError
+    from sweeper.search_space import GROUPS, TOP_KEYS, SweepFileError
 
     out = copy.deepcopy(dict(data))
     for item in sets:

@@ -96,6 +96,14 @@ class TrialSpec:
     def metrics(self) -> tuple[Metric, ...]:
         return self.family.metrics
 
+    def unset_optional(self) -> set[str]:
+        """Flat columns of the optional parameters left null (`Entry.optional`): hashed into
+        neither the trial id nor the sweep's identity, so adding one keeps both."""
+        groups = (("task", TASKS.get(self.task), self.task_params),
+                  ("model", MODELS.get(self.model), self.model_params))
+        return {f"{group}.{k}" for group, entry, params in groups for k, v in params.items()
+                if v is None and k in entry.optional}
+
     def flat(self) -> dict[str, Any]:
         """Config as flat columns, one name per setting everywhere (sweep files, trials table,
         query, phase): `task.length`, `model.heads`, `train.optimizer`, `train.lr`, `seed`."""

@@ -159,8 +159,26 @@ def test_the_circle_finder_finds_a_hand_built_circle():
 
 def test_the_graph_sees_function_level_and_import_module_imports():
     graph = import_graph()
-    assert "sweeper.strategies.optuna" in graph  # the files are found
-    assert any(graph.values())
+    assert "sweeper.overrides" in graph["sweeper.api"]  # imported inside `run`
+    assert "sweeper.api" in graph["sweeper"]  # imported inside `sweeper.run`
+    assert "sweeper.strategies.grid" not in graph["sweeper.strategies"]  # a string in a table
+
+
+def test_type_checking_imports_are_left_out():
+    graph = import_graph()
+    assert "sweeper.search_space" not in graph["sweeper.strategies.grid"]  # annotations only
+
+
+def test_old_manifests_are_read_with_the_facts_the_strategies_state_now():
+    from sweeper.results.reading import HISTORICAL_SEARCH_FACTS, search_facts
+    from sweeper.strategies import STRATEGIES, strategy_class
+
+    assert set(HISTORICAL_SEARCH_FACTS) == set(STRATEGIES)
+    for kind in STRATEGIES:
+        rules = strategy_class(kind)
+        facts = search_facts({"search": kind})
+        assert facts == search_facts({"search": kind, "search_draws_cells": rules.draws_cells,
+                                      "search_samples_level_set": rules.samples_level_set})
 
 
 ANALYSIS_READS = ("sweeper.results", "sweeper.results.*", "sweeper.errors", "sweeper.families",

@@ -8,7 +8,7 @@ successes' steps. Any coarser cell (a pair of axes and a facet, pooled over the 
 of these rows, so a phase diagram for any axes comes from this one small file
 (`analysis.phase.phase_from_summary`), by the one counting rule of `sweeper.results.cells`.
 
-Its writer is the sweep's single writer (`sweeper.runner.Recorder`): after each pack's trials
+Its writer is the sweep's single writer (`sweeper.recording.Recorder`): after each pack's trials
 file is committed it adds the pack's rows and writes the file whole (temporary name and rename,
 or one put). The file's metadata names the trials files it covers, so a reader can tell
 whether it is current: committed files it does not cover (a crash between the pack and the
@@ -292,7 +292,7 @@ def progress_bytes(progress: dict) -> bytes:
 
 # A progress file older than this, still "running", is a stalled driver. A live one rewrites
 # it at every pack's start and end, at its evaluations (at most once a second) and, on Ray, at
-# least every runner.HEARTBEAT_S.
+# least every recording.HEARTBEAT_S.
 LIVE_S = 60.0
 
 
