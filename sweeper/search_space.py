@@ -284,7 +284,7 @@ def _seeds(raw: Any) -> tuple[int, ...]:
     if isinstance(raw, list):
         if not raw:
             raise fail("seeds", raw, "an integer >= 1 or a non-empty list of seeds")
-        seeds = [int_at(s, f"seeds[{i}]", 0) for i, s in enumerate(raw)]
+        seeds = [int_at(s, f"seeds[{i}]", 0, MAX_SEED) for i, s in enumerate(raw)]
         for i, s in enumerate(seeds):
             if s in seeds[:i]:
                 raise fail(f"seeds[{i}]", s, "distinct seeds")
@@ -419,6 +419,8 @@ def parse_sweep(text: str) -> SweepFile:
                       text)
     return sweep
 
+
+MAX_SEED = 2**63 - 1  # the trials table stores a seed as int64 (a larger one fails to store)
 
 # Planning costs ~0.2 ms per trial on one core: 100,000 trials plan in ~20 s. A larger study is
 # several sweep files (or an adaptive search, whose budget is its trials).

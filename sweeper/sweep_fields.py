@@ -7,6 +7,7 @@ section with them (`sweeper.strategies`), so the rules of a search type live wit
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,7 +83,7 @@ def int_at(value: Any, path: str, low: int, high: int | None = None) -> int:
 
 def number_at(value: Any, path: str, low: float, strict: bool = False,
                high: float | None = None) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, int | float)
+    ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
     if not ok or value < low or (strict and value == low) or (high is not None and value > high):
         bounds = f"a number {'>' if strict else '>='} {low:g}"
         raise fail(path, value, bounds + (f" and <= {high:g}" if high is not None else ""))

@@ -9,6 +9,7 @@ meets (binary, alias bombs, deep nesting, sweeps too large to plan).
 from __future__ import annotations
 
 import copy
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,14 @@ def _cases() -> list[tuple[str, str]]:
         ("name escapes", yaml.safe_dump({**BASE, "name": "../x"})),
         ("name empty", yaml.safe_dump({**BASE, "name": ""})),
         ("steps twice", yaml.safe_dump(_set(BASE, ("fixed", "train", "steps"), 5))),
+        ("seed past int64", yaml.safe_dump({**BASE, "seeds": [1, 2**63]})),
     ]
+    asha = {"type": "asha", "metric": "loss", "mode": "min"}
+    for label, extra in (("resources.gpu", {"resources": {"cpu": 1, "gpu": math.nan}}),
+                         ("resources.cpu", {"resources": {"cpu": math.inf}}),
+                         ("scheduler.reduction_factor",
+                          {"scheduler": {**asha, "reduction_factor": math.nan}})):
+        cases.append((f"not finite:{label}", yaml.safe_dump({**BASE, **extra})))
     return cases
 
 
