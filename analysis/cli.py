@@ -1,4 +1,4 @@
-"""The `query`, `phase`, `report`, `seeds` and `dashboard` subcommands, registered on the
+"""The `query`, `phase`, `report`, `seeds`, `heads` and `dashboard` subcommands, registered on the
 `sweeper` command's parser.
 
 `register(subparsers)` adds them; each sets `func(args) -> int`. Bad input (an unknown column,
@@ -312,6 +312,165 @@ def _add_seeds(subparsers) -> None:
     p.set_defaults(func=run_seeds, analysis_command="seeds")
 
 
+# ---------------------------------------------------------------- heads
+
+@_one_line_errors
+def run_heads(args: argparse.Namespace) -> int:
+    from .heads import head_classes
+
+    if args.classes is not None:
+        return _heads_table(args)
+    if args.stage2 is None and args.stage2_options_given:
+        raise AnalysisInputError("--heads, --sets and --data-seeds shape stage 2: give them "
+                                 "with --stage2 FILE.yaml")
+    results = _load(args)
+    classes = head_classes(_recomputed(results, args), args.holdout)
+    name = results.sweeps[0].name
+    sys.stdout.write(_describe_classes(name, classes))
+    if args.cells:
+        _write_table(classes.heads, Path(args.cells))
+    if args.stage2:
+        _write_stage2(args, results.sweeps[0].manifest, classes)
+    return 0
+
+
+def _describe_classes(name: str, classes) -> str:
+    held = ", ".join(map(str, classes.holdout_seeds)) or "none"
+    counts = classes.heads["class"].value_counts()
+    lines = [f"{name}: {len(classes.heads)} head seeds on base network {classes.base_seed}, "
+             f"classified on data seeds {', '.join(map(str, classes.classify_seeds))} "
+             f"(held out: {held})",
+             "good (learned in every one): " + _seed_list(classes.seeds_of("good")),
+             "bad (learned in none): " + _seed_list(classes.seeds_of("bad")),
+             f"mixed: {int(counts.get('mixed', 0))} heads",
+             f"each class alone ({classes.rates['source'].iloc[0]} data seeds; all: a head "
+             "picked at random):"]
+    return "\n".join(lines) + "\n" + format_frame(classes.rates.drop(columns="source"))
+
+
+def _recomputed(results, args: argparse.Namespace):
+    """The trials with their outcomes at the command's thresholds."""
+    from .outcomes import with_outcomes
+    from .phase import outcome_trajectories
+
+    return with_outcomes(results.trials, outcome_trajectories(results), _thresholds(args))
+
+
+def _seed_list(seeds: list[int]) -> str:
+    return f"{len(seeds)} heads: {', '.join(map(str, seeds))}" if seeds else "none"
+
+
+def _write_stage2(args: argparse.Namespace, manifest: dict, classes) -> None:
+    import yaml
+
+    from .heads import CONDITIONS, stage2_sweep
+
+    _check_suffix(args.stage2, (".yaml", ".yml"), "--stage2")
+    stage1 = yaml.safe_load(manifest.get("sweep_file") or "") or {}
+    if not isinstance(stage1, dict) or "name" not in stage1:
+        raise AnalysisInputError("the stage-1 sweep's manifest holds no sweep file to build "
+                                 "stage 2 from; allowed: a sweep run by sweeper run")
+    sweep = stage2_sweep(stage1, classes, heads=args.heads, sets=args.sets,
+                         data_seeds=args.data_seeds, name=args.name)
+    sets = args.sets
+    header = (f"# Stage 2 of the head-initialisation experiment, written by `sweeper heads "
+              f"{args.sweep_dir} --stage2`\n# from stage 1's classification (base network "
+              f"{classes.base_seed}). model.head_seeds lists {sets} sets per condition, in this "
+              f"order: {', '.join(CONDITIONS)}\n# (bad: {args.heads} bad heads; one_good: "
+              f"{args.heads - 1} bad + 1 good, the good head's position cycling; unseen: heads "
+              "stage 1 never trained).\n# Read it with: sweeper heads RESULTS/"
+              f"{sweep['name']} --classes {args.sweep_dir}\n")
+    path = Path(args.stage2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(header + yaml.safe_dump(sweep, sort_keys=False, default_flow_style=None,
+                                            width=96))
+    print(f"wrote {path}: {sweep['name']}, {3 * sets} head sets x {len(args.data_seeds)} data "
+          f"seeds = {3 * sets * len(args.data_seeds)} trials of {args.heads} heads")
+
+
+def _heads_table(args: argparse.Namespace) -> int:
+    from .heads import head_classes, head_init_table
+    from .outcomes import with_outcomes
+    from .phase import outcome_trajectories
+
+    stage1 = _load(argparse.Namespace(sweep_dir=args.classes))
+    classes = head_classes(_recomputed(stage1, args), args.holdout)
+    results = _load(args)
+    trajectories = outcome_trajectories(results)
+    table = head_init_table(with_outcomes(results.trials, trajectories, _thresholds(args)),
+                            trajectories, classes, _thresholds(args))
+    rates = classes.rates.set_index("class")
+    print(f"{results.sweeps[0].name}: heads classified by {stage1.sweeps[0].name} "
+          f"(rates alone on {rates['source'].iloc[0]} data seeds: good "
+          f"{rates.loc['good', 'rate']:.2f}, bad {rates.loc['bad', 'rate']:.2f}, any "
+          f"{rates.loc['all', 'rate']:.2f})")
+    sys.stdout.write(format_frame(table, args.format))
+    if args.cells:
+        _write_table(table, Path(args.cells))
+    return 0
+
+
+def _seed_values(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: comma-separated integers "
+                                         ">= 0, e.g. 1000,1001,1002,1003") from None
+    if not seeds or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: comma-separated integers "
+                                         ">= 0, e.g. 1000,1001,1002,1003")
+    return seeds
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer >= 1")
+    return value
+
+
+class _Stage2Option(argparse.Action):
+    """Records that a stage-2 option was given, so it is refused without --stage2."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.stage2_options_given = True
+
+
+def _add_heads(subparsers) -> None:
+    p = subparsers.add_parser(
+        "heads", help="the head-initialisation experiment: classify heads, write stage 2, "
+                      "compare with the lottery",
+        description="Stage 1 (one-head models over many model.head_seeds on one "
+                    "model.base_seed): which heads are good (attention learned in every data "
+                    "seed) or bad (in none); --stage2 writes the eight-head sweep. With "
+                    "--classes STAGE1, a stage-2 sweep's table: the rate per composition of "
+                    "heads beside what independent heads (a lottery) predict.")
+    p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
+    p.add_argument("--classes", metavar="RESULTS/STAGE1",
+                   help="read RESULTS/SWEEP as stage 2, its heads classified by this stage 1")
+    p.add_argument("--holdout", type=int, default=None,
+                   help="data seeds of stage 1 (the largest) held out of the classification, "
+                        "measuring each class's rate alone (default 1 with 4 or more seeds)")
+    p.add_argument("--stage2", metavar="FILE.yaml", help="write stage 2's sweep file here")
+    p.add_argument("--heads", type=_positive, default=8, action=_Stage2Option,
+                   help="heads of stage 2's models (default 8)")
+    p.add_argument("--sets", type=_positive, default=8, action=_Stage2Option,
+                   help="head sets per condition (default 8)")
+    p.add_argument("--data-seeds", type=_seed_values, default=[1000, 1001, 1002, 1003],
+                   action=_Stage2Option,
+                   help="stage 2's data seeds (default 1000,1001,1002,1003: not stage 1's)")
+    p.add_argument("--name", help="stage 2's sweep name (default: stage 1's, _stage2)")
+    p.add_argument("--cells", help="also write the table (heads, or stage 2's) as .csv/.json")
+    p.add_argument("--format", choices=FORMATS, default="table",
+                   help="stage 2's table as table (default), csv or json")
+    _add_threshold_options(p)
+    p.set_defaults(func=run_heads, analysis_command="heads", stage2_options_given=False)
+
+
 # ---------------------------------------------------------------- dashboard
 
 @_one_line_errors
@@ -344,12 +503,13 @@ def _add_dashboard(subparsers) -> None:
 
 
 def register(subparsers) -> None:
-    """Add `query`, `phase`, `report`, `seeds` and `dashboard` to an argparse subparsers
+    """Add `query`, `phase`, `report`, `seeds`, `heads` and `dashboard` to an argparse subparsers
     object."""
     _add_query(subparsers)
     _add_phase(subparsers)
     _add_report(subparsers)
     _add_seeds(subparsers)
+    _add_heads(subparsers)
     _add_dashboard(subparsers)
 
 

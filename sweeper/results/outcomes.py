@@ -172,16 +172,22 @@ def _evaluate(rule: OutcomeRule, trajectories: pd.DataFrame, trials: pd.DataFram
     return first_step(trajectories, keys, hit).reindex(out.index).astype("Int64")
 
 
+def item_maxima(trajectories: pd.DataFrame, keys: list[str], metric: str) -> pd.Series:
+    """Each item's (head's) largest value of a per-item metric over a trial's steps, indexed
+    by (keys..., head), heads numbered in the order the metric lists them."""
+    rows = trajectories[[*keys, metric]].dropna(subset=[metric])
+    heads = rows.explode(metric)
+    heads["head"] = heads.groupby(level=0).cumcount()
+    heads["value"] = pd.to_numeric(heads[metric], errors="coerce")
+    return heads.groupby([*keys, "head"], sort=False)["value"].max()
+
+
 def _items_reaching(trajectories: pd.DataFrame, keys: list[str], metric: str, level: float,
                     index: pd.Index, has_rows: np.ndarray) -> pd.Series:
     """Per trial, how many items (heads) of a per-item metric reached `level` at some step."""
     if metric not in trajectories.columns:
         return pd.Series(pd.NA, index=index, dtype="Int64")
-    rows = trajectories[[*keys, metric]].dropna(subset=[metric])
-    heads = rows.explode(metric)
-    heads["head"] = heads.groupby(level=0).cumcount()
-    heads["value"] = pd.to_numeric(heads[metric], errors="coerce")
-    best = heads.groupby([*keys, "head"], sort=False)["value"].max()
+    best = item_maxima(trajectories, keys, metric)
     count = (best >= level).groupby(level=list(range(len(keys))), sort=False).sum()
     if len(keys) == 1:
         count.index = count.index.get_level_values(0)
