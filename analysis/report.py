@@ -33,6 +33,7 @@ from .phase import (
     compute_phase,
     default_axes,
     default_outcome,
+    heads_aligned,
     outcome_trajectories,
     representative_cells,
 )
@@ -375,6 +376,26 @@ def _trajectory_section(results: Results, trials: pd.DataFrame, cells: list[dict
     return _section("trajectories", "Trajectories", f"<ul>{listing}</ul>" + "".join(body))
 
 
+def _lottery_section(trials: pd.DataFrame, phase: PhaseDiagram,
+                     figures: dict[str, Figure]) -> str:
+    """Recovery beyond independent heads (a facet that counts heads only): the map, the
+    lottery table, and how many heads aligned per cell where the family counts them."""
+    if phase.lottery.empty:
+        return ""
+    figures["lottery"] = plots.lottery_figure(phase)
+    lot = phase.lottery
+    body = [_figure_html(figures["lottery"], "lottery",
+                         "Observed rate minus what independent heads would give (1 - (1 - "
+                         "p_1)^H); outlined: intervals apart"),
+            f"<p>{int(lot['beyond_lottery'].sum())} of {len(lot)} cells beyond the lottery, "
+            f"{int(lot['below_lottery'].sum())} below it.</p>", _table(lot)]
+    if "attention_heads" in trials.columns:
+        keys = [k for k in (phase.facet, phase.x, phase.y) if k]
+        body += ["<h3>Heads aligned per trial</h3>", _table(heads_aligned(trials, keys))]
+    return _section("lottery", "Averaged heads against a lottery of independent heads",
+                    "".join(body))
+
+
 def _onset_section(trials: pd.DataFrame, phase: PhaseDiagram, figures: dict[str, Figure]) -> str:
     if trials["attention_onset"].isna().all() or trials["ktiw_onset"].isna().all():
         return ""
@@ -418,6 +439,7 @@ def make_report(results: Results, *, x: str | None = None, y: str | None = None,
     keys = [k for k in (facet, x, y) if k]
     sections = [_manifest_section(results), _counts_section(results, phase),
                 _phase_section(phase, figures, linked), objective,
+                _lottery_section(trials, phase, figures),
                 _trajectory_section(results, trials, cells, figures),
                 _onset_section(trials, phase, figures), seeds,
                 _failed_section(trials, keys), _cells_section(phase, linked)]

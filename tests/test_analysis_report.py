@@ -67,11 +67,23 @@ class Page(HTMLParser):
 
 def test_report_has_every_section(copy_report):
     page = Page(copy_report[0].html)
-    assert list(page.sections) == ["manifest", "counts", "phase", "trajectories", "onsets",
-                                   "seeds", "failed", "cells"]
+    assert list(page.sections) == ["manifest", "counts", "phase", "lottery", "trajectories",
+                                   "onsets", "seeds", "failed", "cells"]
     assert page.sections["phase"]["title"] == ("Phase diagram: success = attention learned: "
                                                "best head's attention accuracy ≥ 0.9")
     assert copy_report[1].read_text(encoding="utf-8") == copy_report[0].html
+
+
+def test_lottery_section_shows_the_phase_objects_lottery_and_heads_aligned(copy_report):
+    report = copy_report[0]
+    section = Page(report.html).sections["lottery"]
+    lottery, aligned = section["tables"]
+    assert len(lottery) - 1 == len(report.phase.lottery)  # a header row, then one per cell
+    assert lottery[0][:3] == ["model.heads", "task.cooccurrence", "task.hardness"]
+    beyond = int(report.phase.lottery["beyond_lottery"].sum())
+    assert f"{beyond} of {len(report.phase.lottery)} cells beyond the lottery" in report.html
+    assert aligned[0][:4] == ["model.heads", "task.cooccurrence", "task.hardness", "n"]
+    assert "lottery" in report.figures
 
 
 def test_report_is_self_contained(copy_report):
@@ -85,7 +97,7 @@ def test_report_is_self_contained(copy_report):
 def test_every_figure_is_embedded_and_decodes(copy_report):
     report, _ = copy_report
     page = Page(report.html)
-    assert len(page.images) == len(report.figures) == 4
+    assert len(page.images) == len(report.figures) == 5
     for img in page.images:
         prefix = "data:image/png;base64,"
         assert img["src"].startswith(prefix) and img["alt"]
