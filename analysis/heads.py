@@ -202,7 +202,7 @@ def stage2_sweep(stage1_file: Mapping[str, Any], classes: HeadClasses, *, heads:
 
 TABLE_COLUMNS = ("condition", "good", "bad", "mixed", "unseen", "n", "learned", "rate", "low",
                  "high", "lottery", "lottery_low", "lottery_high", "verdict", "heads_aligned",
-                 "mean_aligned", "good_aligned", "bad_aligned")
+                 "mean_aligned", "lottery_aligned", "good_aligned", "bad_aligned")
 
 
 def condition_name(counts: Mapping[str, int]) -> str:
@@ -218,8 +218,10 @@ def head_init_table(trials: pd.DataFrame, trajectories: pd.DataFrame, classes: H
     trial's heads with each class's rate alone from stage 1 (its interval from the class
     rates' intervals); verdict: 'beyond lottery' / 'below lottery' when the intervals do not
     overlap, else 'as lottery'; heads_aligned: trials with 0, 1, 2, ... heads whose attention
-    accuracy reached the attention_learned threshold; good_aligned / bad_aligned: trials where
-    a good / a bad head did."""
+    accuracy reached the attention_learned threshold, `mean_aligned` their mean and
+    `lottery_aligned` the mean independent heads would give (the sum of the heads' rates
+    alone); good_aligned / bad_aligned: trials where a good / a bad head did (independent, a
+    good head aligns at the good rate alone, whatever its company)."""
     trials = _counted(trials).copy()
     if trials.empty:
         raise AnalysisInputError("the sweep has no finished trials")
@@ -257,14 +259,16 @@ def _lottery(kinds: Sequence[str], classes: HeadClasses) -> dict[str, float]:
     (monotone in each p, so bounds map to bounds)."""
     rates = np.array([classes.rate(k) for k in kinds])  # [H, (rate, low, high)]
     fail = np.prod(1.0 - rates, axis=0)
-    return {"lottery": 1 - fail[0], "lottery_low": 1 - fail[1], "lottery_high": 1 - fail[2]}
+    return {"lottery": 1 - fail[0], "lottery_low": 1 - fail[1], "lottery_high": 1 - fail[2],
+            "lottery_aligned": float(rates[:, 0].sum())}
 
 
 def _condition_row(key: tuple, part: pd.DataFrame) -> dict[str, Any]:
     counts = dict(zip(["good", "bad", "mixed", UNSEEN], (int(k) for k in key)))
     n, learned = len(part), int(part["learned"].sum())
     low, high = (float(v) for v in wilson_interval(learned, n))
-    lottery = {c: float(part[c].iloc[0]) for c in ("lottery", "lottery_low", "lottery_high")}
+    lottery = {c: float(part[c].iloc[0]) for c in ("lottery", "lottery_low", "lottery_high",
+                                                   "lottery_aligned")}
     verdict = ("beyond lottery" if low > lottery["lottery_high"] else
                "below lottery" if high < lottery["lottery_low"] else "as lottery")
     aligned = part["aligned"].value_counts().sort_index()

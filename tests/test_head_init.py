@@ -137,6 +137,8 @@ def test_the_table_sets_each_composition_beside_the_lottery_and_finds_the_aligne
     assert two_bad["heads_aligned"] == "0:9 1:1" and two_bad["bad_aligned"] == 1
     assert pd.isna(two_bad["good_aligned"])
     assert one_good["lottery"] == pytest.approx(1 - (1 / 3) * (2 / 3))
+    assert one_good["lottery_aligned"] == pytest.approx(2 / 3 + 1 / 3)
+    assert two_bad["lottery_aligned"] == pytest.approx(2 / 3) and two_bad["mean_aligned"] == 0.1
     assert (one_good["good_aligned"], one_good["bad_aligned"]) == (9, 1)
     assert unseen["lottery"] == pytest.approx(1 - (3 / 7) ** 2) and unseen["mean_aligned"] == 2
     assert set(table["verdict"]) <= {"as lottery", "beyond lottery", "below lottery"}
