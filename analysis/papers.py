@@ -342,6 +342,13 @@ def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
             by + ["seeds", "attention_learned", "learned", "learned_with_attention"]]))
     elif sweep == "snell_scale":
         out.append(markdown(scale_table(trials, traj)))
+    elif sweep == "snell_budget":
+        table = budget_table(trials, traj)
+        found = calibrated_range(table)
+        out.append(markdown(table[table["train.steps"] % 100 == 0]))
+        out.append(f"calibrated range: {found[0]}-{found[1]} steps (every criterion holds for "
+                   "every setting at each logged budget in it)" if found else
+                   "calibrated range: none (no logged budget meets every criterion)")
     elif sweep == "snell_output_bias":
         by = ["task.hardness", "model.output_bias", "task.cooccurrence"]
         out.append(markdown(learning_table(trials, traj, by)[
@@ -369,7 +376,7 @@ def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
     return "\n\n".join(out)
 
 
-SHIPPED = ("snell_scale", "snell_output_bias", "snell_copy", "snell_multihead", "snell_phase",
+SHIPPED = ("snell_scale", "snell_budget", "snell_output_bias", "snell_copy", "snell_multihead", "snell_phase",
            "snell_uniform", "lu_topic", "lu_phase", "quick")
 
 

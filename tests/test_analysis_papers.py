@@ -220,3 +220,23 @@ def test_calibrated_range_is_the_unbroken_run_of_budgets_where_every_setting_hol
     assert calibrated_range(both) == (500, 600)
     assert calibrated_range(both, around=300) == (300, 300)
     assert calibrated_range(both.assign(holds=False)) is None
+
+
+def test_papers_command_prints_the_budget_table_and_the_range_of_a_budget_sweep(tmp_path,
+                                                                                capsys):
+    from analysis.load import load
+    from analysis.papers import budget_table, calibrated_range
+    from tests.synthetic_stores import write_copy_sweep
+
+    write_copy_sweep(tmp_path, "snell_budget", cooccurrence=(0.0, 0.5), hardness=(0.0,),
+                     heads=(1, 4), attention=("learned", "uniform"), steps=400, eval_every=20,
+                     length=16, width=32)
+    assert main([str(tmp_path), "--sweep", "snell_budget"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## snell_budget: 32 trials stored")
+    assert "| task.length | model.width | model.heads | train.steps | uniform_easy_max |" in out
+    assert "| 16 | 32 | 4 | 300 |" in out and "| 16 | 32 | 4 | 320 |" not in out  # every 100
+    res = load(str(tmp_path), "snell_budget")
+    found = calibrated_range(budget_table(res.trials, res.trajectories))
+    assert out.rstrip().splitlines()[-1].startswith(
+        f"calibrated range: {found[0]}-{found[1]} steps" if found else "calibrated range: none")
