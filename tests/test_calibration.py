@@ -101,3 +101,10 @@ def _yaml(data: dict) -> str:
     import yaml
 
     return yaml.safe_dump(data)
+
+
+def test_the_docs_quote_the_range_the_family_records():
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    quoted = f"{LOW}-{HIGH} steps"
+    for page in ("results.md", "sweep-files.md"):
+        assert quoted in (docs / page).read_text(), page
