@@ -376,8 +376,8 @@ def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
     return "\n\n".join(out)
 
 
-SHIPPED = ("snell_scale", "snell_budget", "snell_output_bias", "snell_copy", "snell_multihead", "snell_phase",
-           "snell_uniform", "lu_topic", "lu_phase", "quick")
+SHIPPED = ("snell_scale", "snell_budget", "snell_output_bias", "snell_copy", "snell_multihead",
+           "snell_phase", "snell_uniform", "lu_topic", "lu_phase", "quick")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -87,7 +87,8 @@ def calibration_warnings(sweep, specs: list) -> list[str]:
     warnings = []
     for calibration in calibrations:
         outside = sorted({c["train.steps"] for c in configs if "train.steps" in c
-                          and calibration.holds_scale(c) and calibration.outside(c["train.steps"])})
+                          and calibration.at_scale(c)
+                          and calibration.outside(c["train.steps"])})
         if outside:
             warnings.append(calibration.warning(sweep.family.name, outside))
     return warnings

@@ -38,9 +38,9 @@ def test_the_copy_family_records_its_scale_and_a_budget_range_around_400_steps()
     assert LOW <= 400 <= HIGH  # the budget the scale was chosen at (snell_scale)
     assert "snell_budget.yaml" in SCALE.measured_by
     quick = make_plan(load_sweep(SPACES / "quick.yaml"), set()).specs
-    assert all(SCALE.holds_scale(s.flat()) for s in quick)
+    assert all(SCALE.at_scale(s.flat()) for s in quick)
     paper = make_plan(load_sweep(SPACES / "snell_copy.yaml"), set()).specs
-    assert not any(SCALE.holds_scale(s.flat()) for s in paper)
+    assert not any(SCALE.at_scale(s.flat()) for s in paper)
 
 
 @pytest.mark.parametrize("path", sorted(SPACES.glob("*.yaml")), ids=lambda p: p.stem)

@@ -53,7 +53,7 @@ class Calibration:
     above: str  # why a budget over high does not serve
     measured_by: str  # the sweep file and docs that measured the range
 
-    def holds_scale(self, config: Mapping[str, Any]) -> bool:
+    def at_scale(self, config: Mapping[str, Any]) -> bool:
         """Whether a trial's flat config is at this scale (every scale column given, equal)."""
         return all(column in config and config[column] == value
                    for column, value in self.scale.items())
