@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -109,7 +110,7 @@ def scale_table(trials: pd.DataFrame, trajectories: pd.DataFrame,
     attention learned and uniform (snell_scale):
 
     - (a) uniform_easy_max: the largest final token accuracy with attention frozen uniform on
-      easy data (copying needs attention: <= 0.5);
+      easy data (copying needs attention: <= 0.5); uniform_hard_max, the same on hard data;
     - (b) attention_given_learned: of the learned-attention runs that reach token accuracy
       >= thresholds.accuracy, the share that also reach attention accuracy >=
       thresholds.attention_learned (>= 0.95);
@@ -135,9 +136,11 @@ def scale_table(trials: pd.DataFrame, trajectories: pd.DataFrame,
         def count(part: pd.DataFrame, column: str) -> str:
             return f"{int(part[column].fillna(False).astype(bool).sum())}/{len(part)}"
 
+        uniform_hard = g[(g["model.attention"] == "uniform") & (g["task.cooccurrence"] == 0)]
         rows.append({
             **dict(zip(by, key)),
             "uniform_easy_max": uniform_easy["final_acc"].max(),
+            "uniform_hard_max": uniform_hard["final_acc"].max(),
             "attention_given_learned": ((reached & with_attention).sum() / reached.sum()
                                         if reached.any() else np.nan),
             "easy_learned": count(easy, "learned"), "easy_attention": count(easy,
@@ -147,6 +150,86 @@ def scale_table(trials: pd.DataFrame, trajectories: pd.DataFrame,
             "cost": learned_model["wall_time_s"].median() / paper_seconds,
         })
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class ScaleCriteria:
+    """The thresholds of a faithful small scale (docs/results.md, snell_scale): (a) uniform
+    attention on easy data ends at token accuracy <= uniform_easy_max, so copying needs
+    attention; (b) of the runs that copy, a share >= attention_given_learned also attends;
+    (c) easy data learns (token accuracy) in a share >= easy_learned of its seeds. (d), the
+    cost, grows with the budget and says nothing about what token accuracy means: not here."""
+
+    uniform_easy_max: float = 0.5
+    attention_given_learned: float = 0.95
+    easy_learned: float = 0.9
+
+
+SCALE_CRITERIA = ScaleCriteria()
+
+
+def _fraction(count: str) -> float:
+    """'7/8' (scale_table's counts) as 0.875; NaN for '0/0'."""
+    hits, total = (int(part) for part in count.split("/"))
+    return hits / total if total else float("nan")
+
+
+def criteria_columns(table: pd.DataFrame, criteria: ScaleCriteria = SCALE_CRITERIA
+                     ) -> pd.DataFrame:
+    """`scale_table`'s rows with whether each criterion holds (a, b, c) and all of them
+    (holds). (b) holds when no run copies: none copies without attending."""
+    given = table["attention_given_learned"]
+    return table.assign(
+        a=table["uniform_easy_max"] <= criteria.uniform_easy_max,
+        b=given.isna() | (given >= criteria.attention_given_learned),
+        c=table["easy_learned"].map(_fraction) >= criteria.easy_learned,
+    ).assign(holds=lambda t: t["a"] & t["b"] & t["c"])
+
+
+def budget_table(trials: pd.DataFrame, trajectories: pd.DataFrame,
+                 budgets: Sequence[int] | None = None,
+                 thresholds: Thresholds = DEFAULT_THRESHOLDS,
+                 criteria: ScaleCriteria = SCALE_CRITERIA) -> pd.DataFrame:
+    """The faithful-scale criteria at each step budget b: `scale_table` (without its cost) on
+    the trajectories up to step b, with `criteria_columns`; train.steps is b.
+
+    Training has no learning-rate schedule (Adam at a constant rate), so a run's first b steps
+    are a b-step run's: one long sweep (snell_budget) measures every shorter budget. budgets:
+    default every logged step > 0 up to the shortest trial's train.steps."""
+    _check(trajectories, ["trial_id", "step"], "trajectories")
+    if budgets is None:
+        longest = int(_counted(trials)["train.steps"].min())
+        steps = trajectories["step"].unique()
+        budgets = sorted(int(s) for s in steps if 0 < s <= longest)
+    tables = [scale_table(trials.assign(**{"train.steps": int(b)}),
+                          trajectories[trajectories["step"] <= b], thresholds)
+              for b in budgets]
+    table = pd.concat(tables, ignore_index=True).drop(columns="cost")
+    return criteria_columns(table, criteria)
+
+
+def calibrated_range(table: pd.DataFrame, around: int | None = None
+                     ) -> tuple[int, int] | None:
+    """The budgets [low, high] of `budget_table` where every criterion holds for every
+    setting: the unbroken run of budgets containing `around` (None when it fails there), or
+    without it the longest run (the earliest of equal ones); None when no budget holds."""
+    holds = table.groupby("train.steps", sort=True)["holds"].all()
+    runs: list[list[int]] = []
+    current: list[int] = []
+    for budget, ok in holds.items():
+        if ok:
+            current.append(int(budget))
+        elif current:
+            runs.append(current)
+            current = []
+    if current:
+        runs.append(current)
+    if around is not None:
+        runs = [r for r in runs if r[0] <= around <= r[-1]]
+    if not runs:
+        return None
+    best = max(runs, key=len)
+    return best[0], best[-1]
 
 
 def ktiw_table(trials: pd.DataFrame, trajectories: pd.DataFrame, by: Sequence[str],
@@ -259,6 +342,13 @@ def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
             by + ["seeds", "attention_learned", "learned", "learned_with_attention"]]))
     elif sweep == "snell_scale":
         out.append(markdown(scale_table(trials, traj)))
+    elif sweep == "snell_budget":
+        table = budget_table(trials, traj)
+        found = calibrated_range(table)
+        out.append(markdown(table[table["train.steps"] % 100 == 0]))
+        out.append(f"calibrated range: {found[0]}-{found[1]} steps (every criterion holds for "
+                   "every setting at each logged budget in it)" if found else
+                   "calibrated range: none (no logged budget meets every criterion)")
     elif sweep == "snell_output_bias":
         by = ["task.hardness", "model.output_bias", "task.cooccurrence"]
         out.append(markdown(learning_table(trials, traj, by)[
@@ -286,8 +376,8 @@ def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
     return "\n\n".join(out)
 
 
-SHIPPED = ("snell_scale", "snell_output_bias", "snell_copy", "snell_multihead", "snell_phase",
-           "snell_uniform", "lu_topic", "lu_phase", "quick")
+SHIPPED = ("snell_scale", "snell_budget", "snell_output_bias", "snell_copy", "snell_multihead",
+           "snell_phase", "snell_uniform", "lu_topic", "lu_phase", "quick")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

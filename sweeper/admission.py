@@ -1,7 +1,16 @@
-"""Memory admission: refuse, before anything is written, a sweep whose trial or fixed pack
-needs more memory than this machine has, and the bytes the packs training here may use
-together (automatic packs are cut to fit them, `sweeper.packing.form_packs`). Beside the
-wall-time estimate (`sweeper.estimate`): both judge a sweep's cost before it runs.
+"""Admission: the checks on a sweep before it runs (`sweeper run` and `sweeper.run` make them
+before anything is written; `sweeper plan` shows what they would say).
+
+Memory: refuse a sweep whose trial or fixed pack needs more memory than this machine has, and
+give the bytes the packs training here may use together (automatic packs are cut to fit them,
+`sweeper.packing.form_packs`). Beside the wall-time estimate (`sweeper.estimate`): both judge a
+sweep's cost before it runs.
+
+Calibration: warn when trials at a scale their family calibrated (`Family.calibrations`) run
+for a budget outside the range the calibration measured, where the family's measurements stop
+meaning what its claims need (copy: token accuracy no longer needs attention). A warning, not a
+refusal: such sweeps are how the range is measured and how what happens beyond it is studied,
+and the phase outcome (copy: attention learned) still means what it says there.
 """
 
 from __future__ import annotations
@@ -22,14 +31,12 @@ def check_memory(spec, specs: list, pack_size: int | None = None,
     A fixed pack is checked alone: with several packs running at once, their sum may exceed
     what one fits in (automatic packs are cut for that sum)."""
     from sweeper.errors import SweeperInputError
-    from sweeper.spec import make_spec
 
     available = available or _physical_memory()
     if not available:
         return None
     budget = memory_budget(available)
-    specs = specs or [make_spec(spec.task, spec.model, spec.fixed["task"], spec.fixed["model"],
-                                spec.fixed["train"])]
+    specs = specs or [_fixed_spec(spec)]
     need, worst = max(((s.memory_bytes(), i) for i, s in enumerate(specs)))
     worst = specs[worst]
     if need > budget:
@@ -53,6 +60,38 @@ def check_memory(spec, specs: list, pack_size: int | None = None,
                                     f"{max(1, budget // need)} on this machine's "
                                     f"{available / 2**30:,.1f} GiB")
     return budget
+
+
+def _fixed_spec(sweep):
+    """A trial of the sweep's fixed settings (axes at their defaults): what a search that
+    proposes its cells while it runs (no specs up front) is judged by."""
+    from sweeper.spec import make_spec
+
+    return make_spec(sweep.task, sweep.model, sweep.fixed["task"], sweep.fixed["model"],
+                     sweep.fixed["train"])
+
+
+def calibration_warnings(sweep, specs: list) -> list[str]:
+    """One warning line per calibrated scale of the sweep's family (`Family.calibrations`)
+    whose trials among `specs` have a budget (train.steps) outside its range: the field, the
+    budgets outside, the range and why. A search without specs up front (Optuna) is judged by
+    its fixed settings, its axes unknown: a scale or budget it searches is not judged."""
+    calibrations = sweep.family.calibrations
+    if not calibrations:
+        return []
+    if specs:
+        configs = [s.flat() for s in specs]
+    else:
+        searched = {axis.column for axis in sweep.axes}
+        configs = [{k: v for k, v in _fixed_spec(sweep).flat().items() if k not in searched}]
+    warnings = []
+    for calibration in calibrations:
+        outside = sorted({c["train.steps"] for c in configs if "train.steps" in c
+                          and calibration.at_scale(c)
+                          and calibration.outside(c["train.steps"])})
+        if outside:
+            warnings.append(calibration.warning(sweep.family.name, outside))
+    return warnings
 
 
 def memory_budget(available: int | None = None) -> int | None:

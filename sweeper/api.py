@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -125,7 +126,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     driver of the sweep to finish instead of refusing. extend: store trials of a configuration
     that differs from the stored sweep's under its name (`sweeper.identity`). SIGINT and SIGTERM
     stop the run once its running packs are stored (`sweeper.interrupts`)."""
-    from sweeper.admission import check_memory
+    from sweeper.admission import calibration_warnings, check_memory
     from sweeper.devices import prepare_native_kernels
     from sweeper.interrupts import stop_on_signals
     from sweeper.overrides import sweep_from
@@ -154,6 +155,8 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         memory = check_memory(spec, plan.specs, pack_size or spec.pack_size)
         # (automatic packs are cut to fit `memory` over the packs running at once)
     runner.check(spec, store)  # before it starts and before anything is written
+    for warning in calibration_warnings(spec, plan.specs):
+        (stream or sys.stderr).write(warning + "\n")
     from sweeper.results.lease import acquire
 
     with stop_on_signals(stream) as stop, acquire(store, spec.name, wait=wait, stream=stream):

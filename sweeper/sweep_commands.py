@@ -57,11 +57,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     store = Store.open(_results_root(args, sweep))
     plan = make_plan(sweep, store.done_ids(sweep.name))  # failed trials: trained again
     _warn_if_refused(plan, store)
+    from sweeper.admission import calibration_warnings
     from sweeper.results.cells import resolution_warning
 
-    unresolved = resolution_warning(len(sweep.seeds))  # on stderr: --json stays parseable
-    if unresolved:
-        print(unresolved, file=sys.stderr)
+    unresolved = resolution_warning(len(sweep.seeds))
+    for warning in [unresolved, *calibration_warnings(sweep, plan.specs)]:
+        if warning:  # on stderr: --json stays parseable
+            print(warning, file=sys.stderr)
     described = plan.strategy.describe(plan)  # an adaptive search says what it may train
     if described is not None:
         data, text = described

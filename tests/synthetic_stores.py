@@ -11,6 +11,7 @@ rises with co-occurrence and rises with heads, so the phase diagrams have every 
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Sequence
@@ -111,26 +112,24 @@ class _Pack:
 def copy_configs(cooccurrence: Sequence[float] = (0.0, 0.25, 0.5, 1.0),
                  hardness: Sequence[float] = (0.0, 0.5, 1.0),
                  heads: Sequence[int] = (1, 2, 4), seeds: int = 4, steps: int = 200,
-                 eval_every: int = 10, length: int = 10, width: int = 64) -> pd.DataFrame:
-    """One row per trial of a copy-v1 x seq2seq grid (config columns, trial_id)."""
+                 eval_every: int = 10, length: int = 10, width: int = 64,
+                 attention: Sequence[str] = ("learned",)) -> pd.DataFrame:
+    """One row per trial of a copy-v1 x seq2seq grid (config columns, trial_id); a trial
+    with attention "uniform" never learns (its accuracy stays on the KTIW plateau)."""
     rows = []
-    for c in cooccurrence:
-        for h in hardness:
-            for H in heads:
-                for seed in range(seeds):
-                    n_tokens = length + round(c * length)
-                    rows.append({
-                        "task.id": "copy-v1", "task.length": length,
-                        "task.cooccurrence": float(c), "task.hardness": float(h),
-                        "task.vocab": None, "task.mapping": "identity", "task.repeat": False,
-                        "task.content_tokens": n_tokens,
-                        "task.lift": (n_tokens - 1) / (length - 1),
-                        "model.id": "seq2seq", "model.width": width, "model.heads": int(H),
-                        "model.cell": "lstm", "model.attention": "learned",
-                        "model.shared_embedding": H == 1,
-                        "train.optimizer": "adam", "train.lr": 1e-3, "train.batch_size": 64,
-                        "train.steps": steps, "train.eval_every": eval_every,
-                        "train.eval_size": 256, "seed": seed})
+    for c, h, H, mode, seed in itertools.product(cooccurrence, hardness, heads, attention,
+                                                 range(seeds)):
+        n_tokens = length + round(c * length)
+        rows.append({
+            "task.id": "copy-v1", "task.length": length,
+            "task.cooccurrence": float(c), "task.hardness": float(h),
+            "task.vocab": None, "task.mapping": "identity", "task.repeat": False,
+            "task.content_tokens": n_tokens, "task.lift": (n_tokens - 1) / (length - 1),
+            "model.id": "seq2seq", "model.width": width, "model.heads": int(H),
+            "model.cell": "lstm", "model.attention": mode, "model.shared_embedding": H == 1,
+            "train.optimizer": "adam", "train.lr": 1e-3, "train.batch_size": 64,
+            "train.steps": steps, "train.eval_every": eval_every, "train.eval_size": 256,
+            "seed": seed})
     return _with_ids(rows)
 
 
@@ -187,7 +186,7 @@ def _copy_curves(pack: _Pack, rng: np.random.Generator) -> None:
     p = copy_success_probability(t["task.cooccurrence"].to_numpy(float),
                                  t["task.hardness"].to_numpy(float),
                                  t["model.heads"].to_numpy(float))
-    good = rng.random(k) < p
+    good = (rng.random(k) < p) & (t["model.attention"] != "uniform").to_numpy()
     t_learn = np.where(good, rng.uniform(0.25, 0.75, k) * budget, 3 * budget)
     t_ktiw = np.where(good, t_learn * rng.uniform(0.3, 0.55, k),
                       rng.uniform(0.3, 1.5, k) * budget)

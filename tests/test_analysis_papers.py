@@ -152,3 +152,91 @@ def test_scale_table_measures_the_four_criteria_per_setting():
     assert (row["easy_learned"], row["easy_attention"]) == ("2/2", "2/2")  # (c)
     assert (row["hard_learned"], row["hard_attention"]) == ("2/3", "1/3")
     assert row["cost"] == pytest.approx(0.02)  # (d): median 2 s of 100 s
+
+
+def _budget_frames():
+    """One setting (L 16, d 32, one head) trained 1,000 steps, logged every 100, whose criteria
+    hold from 300 to 600 steps: easy data learns at step 300 (c holds from there); a hard-data
+    run copies without attending from step 700 (b fails from there); uniform attention on easy
+    data passes token accuracy 0.5 after step 800 (a fails from 900)."""
+    runs = {  # trial: (attention, cooccurrence, token accuracy, attention accuracy) per step
+        "u1": ("uniform", 0.5, lambda s: 0.1 + s / 2000, lambda s: 0.0),
+        "u2": ("uniform", 0.5, lambda s: 0.1 + s / 2500, lambda s: 0.0),
+        "e1": ("learned", 0.5, lambda s: 1.0 if s >= 300 else 0.5,
+               lambda s: 1.0 if s >= 300 else 0.1),
+        "e2": ("learned", 0.5, lambda s: 1.0 if s >= 300 else 0.5,
+               lambda s: 1.0 if s >= 300 else 0.1),
+        "attends": ("learned", 0.0, lambda s: 1.0 if s >= 400 else 0.5,
+                    lambda s: 1.0 if s >= 400 else 0.1),
+        "state": ("learned", 0.0, lambda s: 1.0 if s >= 700 else 0.5, lambda s: 0.05),
+    }
+    trials = pd.DataFrame({
+        "trial_id": list(runs), "status": "ok", "task.length": 16, "model.width": 32,
+        "model.heads": 1, "train.steps": 1000, "wall_time_s": 1.0,
+        "model.attention": [r[0] for r in runs.values()],
+        "task.cooccurrence": [r[1] for r in runs.values()]})
+    traj = pd.DataFrame([{"trial_id": t, "step": s, "accuracy": acc(s), "attn_acc": attn(s)}
+                         for t, (_, _, acc, attn) in runs.items() for s in range(0, 1001, 100)])
+    return trials, traj
+
+
+def test_budget_table_judges_each_budget_from_the_trajectories_up_to_it():
+    from analysis.papers import budget_table
+
+    table = budget_table(*_budget_frames()).set_index("train.steps")
+    assert list(table.index) == list(range(100, 1001, 100))  # every logged step > 0
+    assert list(table.loc[[200, 300, 600, 700, 800, 900], "uniform_easy_max"]) == \
+        pytest.approx([0.2, 0.25, 0.4, 0.45, 0.5, 0.55])
+    assert table.loc[600, "easy_learned"] == "2/2" and table.loc[200, "easy_learned"] == "0/2"
+    assert table.loc[600, "attention_given_learned"] == 1
+    assert table.loc[700, "attention_given_learned"] == pytest.approx(3 / 4)  # "state" copies
+    held = table[["a", "b", "c", "holds"]].astype(bool)
+    assert list(held["c"]) == [False, False] + [True] * 8
+    assert list(held["b"]) == [True] * 6 + [False] * 4  # no run copies before 300: it holds
+    assert list(held["a"]) == [True] * 8 + [False] * 2
+    assert list(table.index[held["holds"]]) == [300, 400, 500, 600]
+
+
+def test_budget_table_takes_a_grid_of_budgets_and_stops_at_the_shortest_trial():
+    from analysis.papers import budget_table
+
+    trials, traj = _budget_frames()
+    assert list(budget_table(trials, traj, budgets=[200, 700])["train.steps"]) == [200, 700]
+    shorter = traj[(traj["trial_id"] != "u2") | (traj["step"] <= 500)]
+    trials.loc[trials["trial_id"] == "u2", "train.steps"] = 500
+    assert budget_table(trials, shorter)["train.steps"].max() == 500
+
+
+def test_calibrated_range_is_the_unbroken_run_of_budgets_where_every_setting_holds():
+    from analysis.papers import budget_table, calibrated_range
+
+    table = budget_table(*_budget_frames())
+    assert calibrated_range(table) == (300, 600)
+    assert calibrated_range(table, around=400) == (300, 600)
+    assert calibrated_range(table, around=800) is None
+    # a second setting failing at 400 splits the run; the longest part, or the one around
+    other = table.assign(**{"model.heads": 4, "holds": table["train.steps"] != 400})
+    both = pd.concat([table, other])
+    assert calibrated_range(both) == (500, 600)
+    assert calibrated_range(both, around=300) == (300, 300)
+    assert calibrated_range(both.assign(holds=False)) is None
+
+
+def test_papers_command_prints_the_budget_table_and_the_range_of_a_budget_sweep(tmp_path,
+                                                                                capsys):
+    from analysis.load import load
+    from analysis.papers import budget_table, calibrated_range
+    from tests.synthetic_stores import write_copy_sweep
+
+    write_copy_sweep(tmp_path, "snell_budget", cooccurrence=(0.0, 0.5), hardness=(0.0,),
+                     heads=(1, 4), attention=("learned", "uniform"), steps=400, eval_every=20,
+                     length=16, width=32)
+    assert main([str(tmp_path), "--sweep", "snell_budget"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("## snell_budget: 32 trials stored")
+    assert "| task.length | model.width | model.heads | train.steps | uniform_easy_max |" in out
+    assert "| 16 | 32 | 4 | 300 |" in out and "| 16 | 32 | 4 | 320 |" not in out  # every 100
+    res = load(str(tmp_path), "snell_budget")
+    found = calibrated_range(budget_table(res.trials, res.trajectories))
+    assert out.rstrip().splitlines()[-1].startswith(
+        f"calibrated range: {found[0]}-{found[1]} steps" if found else "calibrated range: none")

@@ -35,6 +35,46 @@ class Experiment(Protocol):
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """A scale at which a family's measurements mean what its claims need, and the step
+    budgets for which they do (e.g. copy's small scale: token accuracy needs attention there
+    only up to some number of steps, after which the recurrent state learns to copy too).
+
+    A trial is *at* this scale when its resolved config (`TrialSpec.flat()` columns) has every
+    value of `scale`; the parameters left out are those sweeps at the scale vary, or that do
+    not change what is learned. Its budget, train.steps, should then lie in [low, high]:
+    `below` and `above` say why not (one clause each), `measured_by` where the range comes
+    from. Plain data: `sweeper.admission.calibration_warnings` reads it before a sweep runs."""
+
+    name: str  # how messages name it: "small scale"
+    scale: Mapping[str, Any]  # flat column -> value, e.g. {"task.length": 16, ...}
+    steps: tuple[int, int]  # [low, high]: the train.steps where the measurements hold
+    below: str  # why a budget under low does not serve
+    above: str  # why a budget over high does not serve
+    measured_by: str  # the sweep file and docs that measured the range
+
+    def at_scale(self, config: Mapping[str, Any]) -> bool:
+        """Whether a trial's flat config is at this scale (every scale column given, equal)."""
+        return all(column in config and config[column] == value
+                   for column, value in self.scale.items())
+
+    def outside(self, steps: int) -> bool:
+        low, high = self.steps
+        return not low <= steps <= high
+
+    def warning(self, family: str, outside: list[int]) -> str:
+        """One line: the field, the budgets outside, the range, the scale and why."""
+        low, high = self.steps
+        scale = ", ".join(f"{column} {value}" for column, value in self.scale.items())
+        why = "; ".join(reason for reason, hit in (
+            (f"under {low} steps {self.below}", any(s < low for s in outside)),
+            (f"over {high} steps {self.above}", any(s > high for s in outside))) if hit)
+        return (f"warning: train.steps: {', '.join(map(str, outside))} outside {family}'s "
+                f"calibrated range {low}-{high} at its {self.name} ({scale}): {why} "
+                f"(measured by {self.measured_by})")
+
+
+@dataclass(frozen=True)
 class Family:
     """One task family's declaration. Everything but `experiment` is plain data, torch-free."""
 
@@ -66,6 +106,9 @@ class Family:
     # the config columns its tasks' `derived()` add (task.lift): they follow from the
     # parameters, so a sweep's varying columns and its cells leave them out
     derived: tuple[str, ...] = ()
+    # the scales its claims were calibrated at and the budgets each holds for: a sweep at one
+    # of them with a budget outside is warned before it runs (`Calibration`)
+    calibrations: tuple[Calibration, ...] = ()
 
     @property
     def outcome_rules(self) -> tuple[OutcomeRule, ...]:

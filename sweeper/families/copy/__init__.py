@@ -9,7 +9,7 @@ measures the mechanisms behind its results on freshly trained models.
 
 from __future__ import annotations
 
-from sweeper.families.base import Family
+from sweeper.families.base import Calibration, Family
 from sweeper.families.copy import config, task
 from sweeper.families.copy.task import COMPONENTS
 from sweeper.results.rules import OutcomeRule
@@ -26,6 +26,27 @@ COPY_OUTCOMES = (
     OutcomeRule("attention_heads", "items_reaching", "attn_acc_head", "attention_learned"),
     OutcomeRule("attention_onset", "first_step", "attn_acc", "attention"),
     OutcomeRule("ktiw_onset", "first_step", "ktiw_acc", "ktiw"),
+)
+
+
+# The small scale the shipped Snell sweeps use, chosen at 400 steps by snell_scale's criteria
+# (docs/results.md), and the budgets for which those criteria hold, measured by snell_budget
+# (analysis.papers.budget_table on 1,200-step trajectories, every 20 steps, 8 seeds, one and
+# four heads). At the scale are the trials with these values, whatever their co-occurrence,
+# hardness, heads, attention, output bias, evaluation and seeds: length, width and cell set
+# what the recurrent state can carry, optimizer, rate and batch how fast it learns to.
+SMALL_SCALE = Calibration(
+    name="small scale",
+    scale={"task.length": 16, "model.width": 32, "model.cell": "lstm",
+           "train.optimizer": "adam", "train.lr": 0.003, "train.batch_size": 128},
+    steps=(400, 660),
+    below="token accuracy runs ahead of attention: at 180-380 steps runs copy before they "
+          "attend (of those that copy, 12 of 13 one-head runs attend at 300 steps, 15 of 16 "
+          "four-head runs at 380; under 160 easy data does not learn)",
+    above="the state copies: one-head runs copy without attending from 680 steps, uniform "
+          "attention reaches 0.51 token accuracy on easy data at 720 (0.76-0.86 on hard data "
+          "at 1,200): token accuracy no longer needs attention",
+    measured_by="search_spaces/snell_budget.yaml, docs/results.md",
 )
 
 
@@ -70,6 +91,7 @@ FAMILY = Family(
     seed_metrics=("accuracy", "attn_acc"),
     labels={"task.content_tokens": "content tokens N", "task.lift": "lift (N-1)/(L-1)"},
     memory_bytes=memory_bytes,
+    calibrations=(SMALL_SCALE,),
     small={"task": {"length": 5, "hardness": 0.5}, "model": {"width": 8, "heads": 2},
            "train": {"batch_size": 8, "eval_size": 8, "steps": 6, "eval_every": 3}},
 )
