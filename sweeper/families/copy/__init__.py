@@ -29,14 +29,27 @@ COPY_OUTCOMES = (
 )
 
 
+# Where the attention of the best head (the highest aligned mass) peaks, over content steps
+# averaged over the batch (`sweeper.metrics.best_head_peak`): which solution a run found.
+ATTENTION_PEAK = (
+    Metric("attn_offset", doc="source position minus aligned position where the best head's "
+                              "attention mass peaks (0: aligned; best_attn_offset: the largest)"),
+    Metric("attn_peak_mass", doc="the best head's mean attention at that offset (uniform: 1/S)"),
+    Metric("attn_concentration", doc="attn_peak_mass in units of uniform's 1/S (S = L + 1 "
+                                     "source positions): 1 for uniform attention"),
+)
+
+
 def copy_metrics(components: tuple[str, ...] = COMPONENTS) -> tuple[Metric, ...]:
     """What a copy experiment logs: loss, token accuracy, attention accuracy and aligned mass
-    (the best head's, and per head), the KTIW probe, accuracy with attention forced uniform, and
-    loss / accuracy / attention accuracy on each component of the data."""
+    (the best head's, and per head), where the best head's attention peaks (`ATTENTION_PEAK`),
+    the KTIW probe, accuracy with attention forced uniform, and loss / accuracy / attention
+    accuracy on each component of the data."""
     return tuple(
         [Metric("loss", lower_is_better=True), Metric("accuracy"), Metric("attn_acc"),
          Metric("attn_mass"), Metric("attn_acc_head", per_item=True),
-         Metric("attn_mass_head", per_item=True), Metric("ktiw_acc"), Metric("uniform_acc")]
+         Metric("attn_mass_head", per_item=True), *ATTENTION_PEAK, Metric("ktiw_acc"),
+         Metric("uniform_acc")]
         + [m for c in components for m in (Metric(f"loss_{c}", lower_is_better=True),
                                            Metric(f"accuracy_{c}"), Metric(f"attn_acc_{c}"))])
 
