@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from sweep_helpers import cli
+from sweep_helpers import cli, variant, write_sweep
 
 import analysis
 from sweeper.families import families
@@ -216,3 +216,10 @@ def test_an_old_store_without_the_peak_metrics_reads_with_regime_null(tmp_path):
     both = analysis.load(tmp_path, ["old", "new"])  # an old sweep beside a new one
     known = both.trials.groupby("sweep")["regime"].count()
     assert known["old"] == 0 and known["new"] == len(both.trials) // 2
+
+
+def test_a_search_cannot_optimise_a_regime_which_is_not_a_number(tmp_path):
+    search = {"type": "optuna", "trials": 2, "objective": "regime", "direction": "maximize"}
+    path = write_sweep(tmp_path / "s.yaml", variant(search=search))
+    rc, _, err = cli(["plan", path])
+    assert rc == 2 and "search.objective: got 'regime'" in err

@@ -32,8 +32,9 @@ REGIME = OutcomeRule("regime", "category", doc="which solution a run found", cat
     Category("partly_aligned", (Condition("attn_concentration", ">=", "concentration"),),
              doc="copies, attention concentrated on the aligned word, but its argmax there too "
                  "rarely for the attention_learned threshold"),
-    Category("diffuse", doc="copies with attention neither aligned nor concentrated: the LSTM "
-                            "carries the sequence in its state"),
+    Category("diffuse", doc="copies with attention neither aligned nor at a fixed distance "
+                            "from it (spread out, or fixed on one position such as the "
+                            "source's EOS): the LSTM carries the sequence in its state"),
 ))
 
 # Whether attention learned: the best head's attention accuracy `attn_acc` over content steps
