@@ -490,6 +490,8 @@ def trial_regime_figure(phase: PhaseDiagram, *, annotate: bool | None = None,
              f" × {axis_label(phase.y)}{by}\ncolour: the most common; in each cell: seeds per "
              f"regime{pooled}")
     layout = _phase_layout(phase, rows=1, legend=len(legend), title=title)
+    cell_inches = min(layout.panel[0] / len(phase.x_values), layout.panel[1] / len(phase.y_values))
+    fontsize = float(np.clip(12 * cell_inches, 6, 10))  # five lines fit a cell
     fig = layout.figure()
     for i, value in enumerate(phase.facet_values):
         ax = layout.axes(fig, 0, i)
@@ -501,7 +503,7 @@ def trial_regime_figure(phase: PhaseDiagram, *, annotate: bool | None = None,
         if annotate:
             for row in cells[cells["n"] > 0].itertuples(index=False):
                 ax.text(gx.centers[row.ix], gy.centers[row.iy], row.label.replace(", ", "\n"),
-                        ha="center", va="center", fontsize=6.5, linespacing=1.0)
+                        ha="center", va="center", fontsize=fontsize, linespacing=1.0)
         label = value_label(phase.facet, value) if phase.facet else "all trials"
         _setup_grid_axes(ax, phase, f"regime, {label}", gx, gy)
     layout.title(fig, title)

@@ -16,6 +16,7 @@ import analysis
 from sweeper.families import families
 from sweeper.families.copy import REGIME
 from sweeper.results import (
+    DEFAULT_THRESHOLDS,
     Category,
     Condition,
     OutcomeRule,
@@ -38,7 +39,7 @@ NEW_METRICS = ("attn_offset", "attn_peak_mass", "attn_concentration")
 
 
 def regime(final: dict, earlier: dict | None = None,
-           thresholds: Thresholds = Thresholds()) -> str | None:
+           thresholds: Thresholds = DEFAULT_THRESHOLDS) -> str | None:
     """The regime of a copy trajectory logged at steps 0 and 100, `final` at step 100."""
     copy = families()["copy"]
     start = {"accuracy": 0.05, "attn_acc": 0.0, "attn_offset": 0.0,
