@@ -18,6 +18,7 @@ from sweeper.results import (
     COUNTED_STATUSES,
     DEFAULT_THRESHOLDS,
     SUCCESS_OUTCOMES,
+    OutcomeRule,
     Thresholds,
     cell_stats,
     counted,
@@ -414,7 +415,7 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
     return phase
 
 
-def _category_rule(trials: pd.DataFrame):
+def _category_rule(trials: pd.DataFrame) -> OutcomeRule | None:
     """The first category outcome (`OutcomeRule.is_category`) of the trials' families that
     the trials carry, or None."""
     return next((r for r in outcome_rules(trials)
@@ -429,7 +430,8 @@ def regime_codes(names: Sequence[str]) -> dict[str, str]:
 
 
 def _trial_regimes(frame: pd.DataFrame, keys: list[str], values: list[list],
-                   statuses: Sequence[str], rule, facet: str | None) -> pd.DataFrame:
+                   statuses: Sequence[str], rule: OutcomeRule, facet: str | None
+                   ) -> pd.DataFrame:
     """`PhaseDiagram.trial_regimes`: `category_cells` on the full grid, with labels."""
     counts = category_cells(frame, keys, rule.column, rule.values, statuses=statuses)
     names = [c for c in counts.columns if c not in (*keys, "n", "top", "top_count")]
