@@ -62,12 +62,17 @@ def _add_threshold_options(p: argparse.ArgumentParser) -> None:
                    help=f"attn_acc for the attention onset (default {default.attention})")
     p.add_argument("--ktiw-threshold", type=float, default=default.ktiw,
                    help=f"ktiw_acc for the KTIW onset (default {default.ktiw})")
+    p.add_argument("--concentration-threshold", type=float, default=default.concentration,
+                   help="peak attention mass, in multiples of uniform's 1/S, from which a "
+                        "head's attention counts as concentrated (copy's regime; default "
+                        f"{default.concentration:g})")
 
 
 def _thresholds(args: argparse.Namespace) -> Thresholds:
     return Thresholds(accuracy=args.threshold, attention=args.attention_threshold,
                       ktiw=args.ktiw_threshold,
-                      attention_learned=args.attention_learned_threshold)
+                      attention_learned=args.attention_learned_threshold,
+                      concentration=args.concentration_threshold)
 
 
 def _load(args: argparse.Namespace, **kwargs):
@@ -165,6 +170,8 @@ def run_phase(args: argparse.Namespace) -> int:
                                min_seeds=args.min_seeds, outcome=args.outcome)
     if getattr(args, "view", "phase") == "lottery":
         return _run_lottery(args, results, phase)
+    if getattr(args, "view", "phase") == "regime":
+        return _run_regime(args, phase)
     path = plots.save(plots.phase_figure(phase), args.output)
     if args.cells:
         _write_cells(phase, Path(args.cells))
@@ -198,6 +205,21 @@ def _run_lottery(args: argparse.Namespace, results, phase) -> int:
     return 0
 
 
+def _run_regime(args: argparse.Namespace, phase) -> int:
+    """`--view regime`: each cell coloured by the regime most of its seeds ended in, the
+    counts written in it; --cells writes the counts per cell."""
+    from . import plots
+
+    path = plots.save(plots.trial_regime_figure(phase), args.output)
+    table = phase.trial_regimes
+    if args.cells:
+        _write_table(table, Path(args.cells))
+    totals = ", ".join(f"{name} {int(table[name].sum())}" for name in phase.regime_codes)
+    print(f"wrote {path}: {phase.regime_column} of {int(table['n'].sum())} seeds in "
+          f"{int((table['n'] > 0).sum())} cells ({totals})")
+    return 0
+
+
 def _check_suffix(path: str, allowed: tuple[str, ...], flag: str) -> None:
     if Path(path).suffix.lower() not in allowed:
         raise AnalysisInputError(f"{flag} {path!r}: use a file ending in {', '.join(allowed)}")
@@ -224,10 +246,13 @@ def _add_phase(subparsers) -> None:
     _add_phase_options(p, axes_required=True)
     p.add_argument("-o", "--output", default="phase.png", help="phase.png or phase.svg")
     p.add_argument("--cells", help="also write the cells table here (.csv or .json); with "
-                                   "--view lottery, the lottery table")
-    p.add_argument("--view", choices=("phase", "lottery"), default="phase",
+                                   "--view lottery, the lottery table; with --view regime, "
+                                   "the regime counts")
+    p.add_argument("--view", choices=("phase", "lottery", "regime"), default="phase",
                    help="phase (default): the diagram and recovery maps; lottery: recovery "
-                        "beyond independent heads (facet model.heads), and heads aligned")
+                        "beyond independent heads (facet model.heads), and heads aligned; "
+                        "regime: each cell coloured by the regime most of its seeds found "
+                        "(copy: aligned, offset, diffuse, ...), with the counts")
     p.set_defaults(func=run_phase, analysis_command="phase")
 
 

@@ -42,7 +42,7 @@ def success_choices() -> tuple[str, ...]:
 
 def outcome_metrics(trials: pd.DataFrame | None = None) -> tuple[str, ...]:
     """The trajectory columns the outcomes of `trials` are computed from."""
-    return tuple(dict.fromkeys(r.metric for r in outcome_rules(trials)))
+    return tuple(dict.fromkeys(m for r in outcome_rules(trials) for m in r.metrics))
 
 
 def derived_columns() -> tuple[str, ...]:

@@ -18,13 +18,14 @@ from sweeper.results import (
     COUNTED_STATUSES,
     DEFAULT_THRESHOLDS,
     SUCCESS_OUTCOMES,
+    OutcomeRule,
     Thresholds,
     cell_stats,
     counted,
     success_outcomes,
     wilson_interval,
 )
-from sweeper.results.cells import shares_within_cell
+from sweeper.results.cells import category_cells, shares_within_cell
 from sweeper.results.reading import search_facts
 
 from .errors import AnalysisInputError, unknown_column
@@ -67,6 +68,14 @@ class PhaseDiagram:
     min_seeds seeds); beyond_lottery (the observed interval lies entirely above
     the lottery interval) and below_lottery (entirely below), false unless both cells have
     min_seeds seeds. Empty (no rows) for any other facet, or none.
+    trial_regimes: which solution the seeds of each cell found, from the category outcome the
+    trials' family declares (`regime_column`: copy's `regime`, aligned / offset / diffuse ...),
+    not to be confused with a cell's `regime` above (learned / failed, from its success rate):
+    one row per cell of the grid (its facet, x, y, ix, iy) with n (counted seeds with a known
+    regime), a count column per regime in the rule's order (`regime_codes`: regime -> the
+    short code a map writes), top (the most common; None where n = 0), top_count and label
+    (each regime's code and count, most common first, e.g. "O 9, D 5, A 2"). Empty when the
+    trials carry no category outcome (a topic sweep, a cell summary).
     """
 
     x: str
@@ -88,6 +97,9 @@ class PhaseDiagram:
     excluded: dict[str, int] = field(default_factory=dict)
     sampling: Sampling | None = None  # a boundary search's view (`phase_from_results`)
     lottery: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LOTTERY_COLUMNS))
+    trial_regimes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    regime_column: str | None = None
+    regime_codes: dict[str, str] = field(default_factory=dict)
 
     def success_text(self) -> str:
         """What counts as success here, e.g. "attention learned: best head's attention
@@ -391,11 +403,46 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
         if grid and column in grid:
             values[i] = _sorted_unique(pd.Series([*values[i], *grid[column]]))
     stats = _cell_stats(frame, keys, statuses, outcome)
-    return _assemble(stats, keys, values, x, y, facet, min_seeds=min_seeds, level=level,
-                     confidence=confidence, base=base, accuracy_threshold=accuracy_threshold,
-                     outcome=outcome,
-                     pooled=_pooled(frame, keys[1:] + ([facet] if facet else [])),
-                     excluded=excluded)
+    phase = _assemble(stats, keys, values, x, y, facet, min_seeds=min_seeds, level=level,
+                      confidence=confidence, base=base, accuracy_threshold=accuracy_threshold,
+                      outcome=outcome,
+                      pooled=_pooled(frame, keys[1:] + ([facet] if facet else [])),
+                      excluded=excluded)
+    rule = _category_rule(frame)
+    if rule is not None:
+        phase.regime_column, phase.regime_codes = rule.column, regime_codes(rule.values)
+        phase.trial_regimes = _trial_regimes(frame, keys, values, statuses, rule, facet)
+    return phase
+
+
+def _category_rule(trials: pd.DataFrame) -> OutcomeRule | None:
+    """The first category outcome (`OutcomeRule.is_category`) of the trials' families that
+    the trials carry, or None."""
+    return next((r for r in outcome_rules(trials)
+                 if r.is_category and r.column in trials.columns), None)
+
+
+def regime_codes(names: Sequence[str]) -> dict[str, str]:
+    """A short code per regime for a map's cells: the initials of its words (not_copying: NC),
+    or the names themselves when two would share a code."""
+    codes = {n: "".join(w[0] for w in n.split("_") if w).upper() for n in names}
+    return codes if len(set(codes.values())) == len(codes) else {n: n for n in names}
+
+
+def _trial_regimes(frame: pd.DataFrame, keys: list[str], values: list[list],
+                   statuses: Sequence[str], rule: OutcomeRule, facet: str | None
+                   ) -> pd.DataFrame:
+    """`PhaseDiagram.trial_regimes`: `category_cells` on the full grid, with labels."""
+    counts = category_cells(frame, keys, rule.column, rule.values, statuses=statuses)
+    names = [c for c in counts.columns if c not in (*keys, "n", "top", "top_count")]
+    grid = _full_grid(keys, values).merge(counts, on=keys, how="left")
+    for column in ("n", "top_count", *names):
+        grid[column] = grid[column].fillna(0).astype(int)
+    grid["top"] = grid["top"].astype(object).where(grid["n"] > 0, None)
+    codes = {**{n: n for n in names}, **regime_codes(rule.values)}
+    grid["label"] = [", ".join(f"{codes[n]} {row[n]}" for n in sorted(
+        (n for n in names if row[n]), key=lambda n: -row[n])) for _, row in grid.iterrows()]
+    return grid.drop(columns=[_FACET]) if facet is None else grid.rename(columns={_FACET: facet})
 
 
 def _assemble(stats: pd.DataFrame, keys: list[str], values: list[list], x: str, y: str,

@@ -452,6 +452,65 @@ def regime_figure(phase: PhaseDiagram, scales: Mapping[str, str] | None = None) 
     return fig
 
 
+# Colours of a category outcome's names (copy's regime); others take the fallback palette.
+REGIME_COLORS = {"aligned": "#1a9850", "partly_aligned": "#a6d96a", "offset": "#fdae61",
+                 "diffuse": "#abd9e9", "not_copying": "#bababa"}
+_FALLBACK_COLORS = ("#8073ac", "#e08214", "#5aae61", "#de77ae", "#4393c3", "#b35806")
+
+
+def regime_colors(names: Sequence[str]) -> dict[str, str]:
+    """A colour per regime name: `REGIME_COLORS`, then the fallback palette in order."""
+    spare = iter(_FALLBACK_COLORS * (len(names) // len(_FALLBACK_COLORS) + 1))
+    return {n: REGIME_COLORS.get(n) or next(spare) for n in names}
+
+
+def trial_regime_figure(phase: PhaseDiagram, *, annotate: bool | None = None,
+                        scales: Mapping[str, str] | None = None) -> Figure:
+    """Which solution each cell's seeds found (`phase.trial_regimes`): one panel per facet
+    value, each cell in the colour of its most common regime, with every regime's count
+    written in it (its `label`: code and count, most common first). Cells with no seed of a
+    known regime are crossed out."""
+    table = phase.trial_regimes
+    if table.empty:
+        raise AnalysisInputError("no regimes: the trials carry no category outcome (copy's "
+                                 "regime); load a copy sweep whose trajectories log "
+                                 "attn_offset and attn_concentration")
+    if annotate is None:
+        annotate = len(phase.x_values) * len(phase.y_values) <= ANNOTATE_CELLS
+    names = list(phase.regime_codes) or sorted(set(table["top"].dropna()))
+    colors = regime_colors(names)
+    cmap = ListedColormap([colors[n] for n in names])
+    norm = BoundaryNorm(np.arange(len(names) + 1) - 0.5, len(names))
+    gx, gy = phase_scales(phase, scales)
+    legend = [Patch(facecolor=colors[n], edgecolor="grey",
+                    label=f"{phase.regime_codes.get(n, n)}: {n}") for n in names]
+    by = f", by {axis_label(phase.facet)}" if phase.facet else ""
+    pooled = f"; pooled over {', '.join(phase.pooled)}" if phase.pooled else ""
+    title = (f"{phase.regime_column or 'regime'} of each cell's seeds over {axis_label(phase.x)}"
+             f" × {axis_label(phase.y)}{by}\ncolour: the most common; in each cell: seeds per "
+             f"regime{pooled}")
+    layout = _phase_layout(phase, rows=1, legend=len(legend), title=title)
+    cell_inches = min(layout.panel[0] / len(phase.x_values), layout.panel[1] / len(phase.y_values))
+    fontsize = float(np.clip(12 * cell_inches, 6, 10))  # five lines fit a cell
+    fig = layout.figure()
+    for i, value in enumerate(phase.facet_values):
+        ax = layout.axes(fig, 0, i)
+        cells = table if phase.facet is None else table[table[phase.facet] == value]
+        codes = cells.assign(code=cells["top"].map({n: k for k, n in enumerate(names)}))
+        _mesh(ax, phase.grid("code", frame=codes), gx, gy, cmap=cmap, norm=norm)
+        _mark_unsampled(ax, cells.assign(regime=np.where(cells["n"] == 0, "missing", "")),
+                        False, gx, gy)
+        if annotate:
+            for row in cells[cells["n"] > 0].itertuples(index=False):
+                ax.text(gx.centers[row.ix], gy.centers[row.iy], row.label.replace(", ", "\n"),
+                        ha="center", va="center", fontsize=fontsize, linespacing=1.0)
+        label = value_label(phase.facet, value) if phase.facet else "all trials"
+        _setup_grid_axes(ax, phase, f"regime, {label}", gx, gy)
+    layout.title(fig, title)
+    layout.legend(fig, legend, ncols=layout.legend_cols)
+    return fig
+
+
 # ---------------------------------------------------------------- trajectories
 
 def select_cell(trials: pd.DataFrame, cell: Mapping[str, object]) -> pd.DataFrame:

@@ -190,6 +190,10 @@ def _phase_section(phase: PhaseDiagram, figures: dict[str, Figure],
     body = [phase_html,
             _figure_html(figures["regimes"], "regimes", "Regime of every cell"),
             "<h3>Cells per regime</h3>", _table(counts),
+            *([_figure_html(figures["trial_regimes"], "trial-regimes",
+                            f"Which solution each cell's seeds found ({phase.regime_column}): "
+                            "the most common colours the cell, every count is written in it")]
+              if "trial_regimes" in figures else []),
             f"<p>{int(phase.cells['recovered'].sum())} recovered cells; "
             f"{len(phase.boundary)} boundary segments.</p>"]
     if phase.pooled:
@@ -434,6 +438,8 @@ def make_report(results: Results, *, x: str | None = None, y: str | None = None,
     info = search_info(next(iter(results.manifests.values()), {}))
     figures = {"phase": plots.phase_figure(phase, scales=info.scales()),
                "regimes": plots.regime_figure(phase, info.scales())}
+    if not phase.trial_regimes.empty:  # copy: which solution each cell's seeds found
+        figures["trial_regimes"] = plots.trial_regime_figure(phase, scales=info.scales())
     objective = _objective_section(trials, info, outcome, figures) if info.drawn else ""
     linked, seeds = _seeds_section(results, trials, phase, thresholds)
     keys = [k for k in (facet, x, y) if k]

@@ -21,19 +21,65 @@ def token_nll(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return torch.logsumexp(logits, dim=-1) - logits.gather(-1, target[..., None]).squeeze(-1)
 
 
-def aligned_hits(attn: torch.Tensor) -> torch.Tensor:
-    """[..., T, S] -> bool [..., T]: decoder step t's argmax attention is source position t.
+def aligned_positions(steps: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """[T]: the source position each decoder step aligns with: the alignment rule, in one place.
 
     In copying and in translation by a fixed permutation, target position t aligns with source
     position t (EOS with EOS).
     """
-    T = attn.shape[-2]
-    return attn.argmax(dim=-1) == torch.arange(T, device=attn.device)
+    return torch.arange(steps, device=device)
+
+
+def aligned_hits(attn: torch.Tensor) -> torch.Tensor:
+    """[..., T, S] -> bool [..., T]: decoder step t's argmax attention is its aligned source
+    position (`aligned_positions`)."""
+    return attn.argmax(dim=-1) == aligned_positions(attn.shape[-2], attn.device)
 
 
 def aligned_mass(attn: torch.Tensor) -> torch.Tensor:
     """[..., T, S] -> [..., T]: attention on the aligned position."""
-    return attn.diagonal(dim1=-2, dim2=-1)
+    return offset_mass(attn, 0)
+
+
+def offset_mass(attn: torch.Tensor, offset: int) -> torch.Tensor:
+    """[..., T, S] -> [..., T]: attention on the source position `offset` after the aligned
+    one (before it when negative); 0 at steps where that position does not exist."""
+    T, S = attn.shape[-2:]
+    source = aligned_positions(T, attn.device) + offset
+    inside = (source >= 0) & (source < S)
+    index = source.clamp(0, S - 1).expand(*attn.shape[:-1])[..., None]
+    return attn.gather(-1, index).squeeze(-1) * inside
+
+
+def offsets(attn: torch.Tensor) -> torch.Tensor:
+    """[O]: every relative offset (source position minus aligned position) of [..., T, S]
+    attention, -(T - 1) .. S - 1, in the order `offset_profile` reports them."""
+    T, S = attn.shape[-2:]
+    return torch.arange(-(T - 1), S, device=attn.device)
+
+
+def offset_profile(attn: torch.Tensor) -> torch.Tensor:
+    """[..., T, S] -> [..., O]: per relative offset (`offsets`), the attention mass at that
+    offset averaged over the T steps. Steps for which the offset falls outside the source count
+    as 0, so the profile sums to 1: a head that always looks at one fixed position (the EOS
+    state) spreads its mass over many offsets instead of peaking at a far one. Offset 0 is the
+    mean aligned mass."""
+    T, S = attn.shape[-2:]
+    return torch.stack([offset_mass(attn, o).mean(dim=-1) for o in range(-(T - 1), S)], dim=-1)
+
+
+def peak_offset(profile: torch.Tensor, offset_values: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """[..., O] profile over `offset_values` [O] -> (offset [...], mass [...]) of its peak.
+
+    Ties go to the offset nearest 0 (then the earlier one): uniform attention over the L + 1
+    source positions peaks at offset 0 with mass exactly 1/(L + 1).
+    """
+    values = offset_values.tolist()
+    nearest_first = sorted(range(len(values)), key=lambda i: (abs(values[i]), values[i]))
+    order = torch.tensor(nearest_first, device=profile.device)
+    mass, i = profile[..., order].max(dim=-1)
+    return offset_values[order][i], mass
 
 
 def content_steps(attn: torch.Tensor) -> torch.Tensor:
@@ -56,6 +102,27 @@ def head_aligned_mass(attn: torch.Tensor) -> torch.Tensor:
     """Per-head attention [K, H, B, T, S] -> [K, H]: mean attention on the aligned position
     over content steps."""
     return mean_keep(aligned_mass(content_steps(attn)), keep=2)
+
+
+def head_offset_profile(attn: torch.Tensor) -> torch.Tensor:
+    """Per-head attention [K, H, B, T, S] -> [K, H, O]: each head's `offset_profile` over
+    content steps, averaged over the batch."""
+    return offset_profile(content_steps(attn).mean(dim=2))
+
+
+def best_head_peak(attn: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-head attention [K, H, B, T, S] -> (offset [K], mass [K]): where the attention of
+    each model's best head peaks relative to the aligned position, and its mass there.
+
+    The best head is the one with the highest aligned mass over content steps (the head of
+    `attn_mass`; a continuous score, where attention accuracy ties at 0 among heads that never
+    align). Offset 0 with a mass above uniform's 1/S: aligned; a nonzero offset with a
+    concentrated peak: the head attends a fixed distance away from the aligned word.
+    """
+    best = head_aligned_mass(attn).argmax(dim=1)  # [K]
+    profile = head_offset_profile(attn)  # [K, H, O]
+    chosen = profile[torch.arange(profile.shape[0], device=attn.device), best]  # [K, O]
+    return peak_offset(chosen, offsets(content_steps(attn)))
 
 
 def log_odds_of_target(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,7 @@ import pandas as pd
 import pyarrow as pa
 
 from sweeper.families import family_of, outcome_rules
-from sweeper.results import Metric, Store, derive_outcomes, label_entropy
+from sweeper.results import Metric, OutcomeRule, Store, derive_outcomes, label_entropy
 from sweeper.results.summary import SummaryWriter
 from sweeper.spec import TrialSpec
 
@@ -49,7 +49,8 @@ TOPIC_CONFIG = {
     "train.eval_every": _I64, "train.eval_size": _I64, "seed": _I64,
 }
 DERIVED = ("task.content_tokens", "task.lift")  # follow from the config: not hashed
-COPY_SCALARS = ("loss", "accuracy", "attn_acc", "attn_mass", "ktiw_acc", "uniform_acc",
+COPY_SCALARS = ("loss", "accuracy", "attn_acc", "attn_mass", "attn_offset", "attn_peak_mass",
+                "attn_concentration", "ktiw_acc", "uniform_acc",
                 "loss_block", "accuracy_block", "attn_acc_block",
                 "loss_open", "accuracy_open", "attn_acc_open")
 COPY_LISTS = ("attn_acc_head", "attn_mass_head")
@@ -179,7 +180,7 @@ def copy_success_probability(c: np.ndarray, h: np.ndarray, heads: np.ndarray) ->
     return 1.0 / (1.0 + np.exp(-logit))
 
 
-def _copy_curves(pack: _Pack, rng: np.random.Generator) -> None:
+def _copy_curves(pack: _Pack, rng: np.random.Generator, copiers: float = 0.0) -> None:
     t = pack.trials
     k, steps = len(t), pack.steps.astype(float)
     budget = float(t["train.steps"].iloc[0])
@@ -220,6 +221,31 @@ def _copy_curves(pack: _Pack, rng: np.random.Generator) -> None:
     spread = rng.normal(0, 0.05, (k, 1, n_heads))
     pack.lists["attn_acc_head"] = np.clip(attn[:, :, None] + spread, 0, 1)
     pack.lists["attn_mass_head"] = np.clip(0.85 * attn[:, :, None] + spread, 0, 1)
+    _attention_peak(pack, good, rise, rng, copiers)
+
+
+def _attention_peak(pack: _Pack, good: np.ndarray, rise, rng: np.random.Generator,
+                    copiers: float) -> None:
+    """Where the best head's attention peaks: on the aligned word as attention learns; near
+    uniform for the failures, of which a share `copiers` copy through their state late in
+    training (accuracy to ~0.97), half attending a fixed 2-5 positions ahead (concentrated:
+    regime offset), half diffusely (regime diffuse). With copiers = 0 no random number is
+    drawn, so the other curves of a store stay as they were."""
+    sc, k = pack.scalars, len(good)
+    uniform = 1.0 / (pack.trials["task.length"].to_numpy(float) + 1)[:, None]
+    sc["attn_peak_mass"] = np.maximum(sc["attn_mass"], uniform)
+    sc["attn_offset"] = np.zeros_like(sc["attn_mass"])
+    if copiers:
+        copies = ~good & (rng.random(k) < copiers)
+        shifted = copies & (rng.random(k) < 0.5)
+        late = rise(np.full(k, 0.6 * float(pack.trials["train.steps"].iloc[0])))
+        sc["accuracy"] = np.where(copies[:, None],
+                                  np.maximum(sc["accuracy"], 0.97 * late), sc["accuracy"])
+        ahead = rng.integers(2, 6, k).astype(float)[:, None]
+        sc["attn_offset"] = np.where(shifted[:, None] & (late > 0.5), ahead, sc["attn_offset"])
+        sc["attn_peak_mass"] = np.where(shifted[:, None], uniform * (1 + 2 * late),
+                                        sc["attn_peak_mass"])
+    sc["attn_concentration"] = sc["attn_peak_mass"] / uniform
 
 
 def _topic_curves(pack: _Pack, rng: np.random.Generator) -> None:
@@ -268,6 +294,7 @@ class SyntheticTrial:
     metrics: tuple[Metric, ...]
     outcomes: dict[str, Any] = field(default_factory=dict)
     host: str = "synthetic-host"
+    outcome_rules: tuple[OutcomeRule, ...] = ()  # the family's: its own outcome columns
 
     def columns(self) -> dict[str, Any]:
         return self.config
@@ -335,6 +362,7 @@ def _derive(records: list[SyntheticTrial], declared: tuple[Metric, ...]) -> None
         row = outcomes.loc[r.trial_id]
         r.outcomes = {c: (None if pd.isna(v) else (v.item() if hasattr(v, "item") else v))
                       for c, v in row.items()}
+        r.outcome_rules = rules
 
 
 def _manifest(sweep: str, task: str, model: str, n_trials: int) -> dict:
@@ -346,7 +374,7 @@ def _manifest(sweep: str, task: str, model: str, n_trials: int) -> dict:
 
 def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, topic: bool,
                  pack_by: list[str], pack_size: int, seed: int, failed: float,
-                 diverged: float) -> Path:
+                 diverged: float, copiers: float = 0.0) -> Path:
     store = Store.open(os.fspath(root))
     rng = np.random.default_rng(seed)
     config_types = TOPIC_CONFIG if topic else COPY_CONFIG
@@ -355,7 +383,10 @@ def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, 
     summary = SummaryWriter(store, sweep)  # cells.parquet, as a sweep's Recorder keeps it
     for group in _packs(configs, pack_by, pack_size):
         pack = _Pack("", group, steps)
-        (_topic_curves if topic else _copy_curves)(pack, rng)
+        if topic:
+            _topic_curves(pack, rng)
+        else:
+            _copy_curves(pack, rng, copiers)
         records = _records(pack, config_types, topic, rng, failed, diverged)
         summary.add(store.write_pack(sweep, records), records, write=False)
     summary.write()
@@ -366,11 +397,12 @@ def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, 
 
 def write_copy_sweep(root: str | os.PathLike, sweep: str = "copy", *, pack_size: int = 16,
                      seed: int = 0, failed: float = 0.0, diverged: float = 0.0,
-                     **grid) -> Path:
-    """Write a copy-v1 sweep under root/sweep; `grid` goes to `copy_configs`."""
+                     copiers: float = 0.0, **grid) -> Path:
+    """Write a copy-v1 sweep under root/sweep; `grid` goes to `copy_configs`; copiers: the
+    share of failures that copy without aligning (`_attention_peak`)."""
     return _write_sweep(root, sweep, copy_configs(**grid), topic=False,
                         pack_by=["task.cooccurrence", "model.heads"], pack_size=pack_size,
-                        seed=seed, failed=failed, diverged=diverged)
+                        seed=seed, failed=failed, diverged=diverged, copiers=copiers)
 
 
 def write_topic_sweep(root: str | os.PathLike, sweep: str = "topic", *, pack_size: int = 16,

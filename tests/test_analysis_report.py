@@ -97,7 +97,8 @@ def test_report_is_self_contained(copy_report):
 def test_every_figure_is_embedded_and_decodes(copy_report):
     report, _ = copy_report
     page = Page(report.html)
-    assert len(page.images) == len(report.figures) == 5
+    assert len(page.images) == len(report.figures) == 6
+    assert "trial_regimes" in report.figures  # copy's regime map
     for img in page.images:
         prefix = "data:image/png;base64,"
         assert img["src"].startswith(prefix) and img["alt"]

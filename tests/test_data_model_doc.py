@@ -24,7 +24,7 @@ def _pairs() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("task", "model"), _pairs())
 def test_every_column_is_documented(task, model):
     spec = make_spec(task, model)
-    columns = trials_schema(spec.column_types(), spec.metrics).names
+    columns = trials_schema(spec.column_types(), spec.metrics, spec.family.outcome_rules).names
     columns += trajectory_schema(spec.metrics).names
     missing = [c for c in columns if f"`{c}`" not in DOC]
     assert not missing, f"docs/data-model.md lacks {missing}"

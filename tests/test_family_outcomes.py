@@ -71,7 +71,8 @@ def test_the_family_rules_are_computed_and_stored(family, tmp_path):
     assert stays.outcomes["loss_below"] is None and stays.outcomes["loss_low"] is False
     assert falls.outcomes["attention_learned"] is False  # copy's rules still apply
     schema = trials_schema(falls.column_types(), falls.metrics, family.outcome_rules)
-    assert outcome_columns(family.outcome_rules) == (*OUTCOME_COLUMNS, "loss_below", "loss_low")
+    assert outcome_columns(family.outcome_rules) == (*OUTCOME_COLUMNS, "regime", "loss_below",
+                                                     "loss_low")
     assert str(schema.field("loss_below").type) == "int64"
     assert str(schema.field("loss_low").type) == "bool"
     Store.open(str(tmp_path)).write_pack("low", [falls, stays])

@@ -13,8 +13,14 @@ import pytest
 import yaml
 
 from analysis.errors import AnalysisInputError
-from analysis.heads import (CONDITIONS, HeadClasses, head_classes, head_init_table, stage2_sets,
-                            stage2_sweep)
+from analysis.heads import (
+    CONDITIONS,
+    HeadClasses,
+    head_classes,
+    head_init_table,
+    stage2_sets,
+    stage2_sweep,
+)
 from sweeper.results.cells import wilson_interval
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -65,6 +65,66 @@ def test_misaligned_attention_scores_by_position():
     assert M.mean_keep(M.aligned_hits(attn[None])).item() == 0.75
 
 
+def _shifted(shift: int, T: int, S: int) -> torch.Tensor:
+    """[T, S] one-hot attention on source position t + shift (the last position past the end)."""
+    return torch.eye(S, dtype=F64)[[min(max(t + shift, 0), S - 1) for t in range(T)]]
+
+
+def test_perfectly_aligned_attention_peaks_at_offset_zero_with_all_its_mass():
+    S = 7
+    attn = torch.eye(S, dtype=F64).expand(2, 3, 4, S, S)  # [K, H, B, T, S]
+    offset, mass = M.best_head_peak(attn)
+    assert offset.tolist() == [0, 0] and mass.tolist() == [1.0, 1.0]
+
+
+def test_attention_shifted_by_three_peaks_at_offset_three():
+    T = S = 9  # 8 content steps; steps 0-5 can look 3 ahead, steps 6-7 hit the end
+    attn = _shifted(3, T, S).expand(1, 1, 2, T, S)
+    offset, mass = M.best_head_peak(attn)
+    assert offset.tolist() == [3]
+    assert mass.item() == pytest.approx(6 / 8)
+    assert M.head_aligned_mass(attn).item() == 0.0  # what the aligned mass alone says
+
+
+def test_attention_shifted_backwards_peaks_at_a_negative_offset():
+    T = S = 9
+    offset, _ = M.best_head_peak(_shifted(-2, T, S).expand(1, 1, 1, T, S))
+    assert offset.tolist() == [-2]
+
+
+def test_uniform_attention_peaks_at_offset_zero_with_uniforms_mass_one_over_s():
+    L = 16
+    S = L + 1
+    attn = torch.full((3, 2, 5, S, S), 1 / S, dtype=F64)
+    offset, mass = M.best_head_peak(attn)
+    assert offset.tolist() == [0, 0, 0]  # ties go to the aligned position
+    assert mass.tolist() == pytest.approx([1 / S] * 3, rel=1e-12)
+
+
+def test_the_offset_profile_sums_to_one_and_its_offset_zero_is_the_aligned_mass():
+    attn = torch.softmax(torch.randn(2, 3, 4, 6, 6, dtype=F64, generator=torch.Generator(
+        ).manual_seed(0)), dim=-1)
+    profile = M.head_offset_profile(attn)  # [K, H, O]
+    zero = M.offsets(M.content_steps(attn)).tolist().index(0)
+    torch.testing.assert_close(profile.sum(dim=-1), torch.ones(2, 3, dtype=F64))
+    torch.testing.assert_close(profile[..., zero], M.head_aligned_mass(attn))
+
+
+def test_a_head_fixed_on_one_position_spreads_over_offsets_instead_of_peaking_far():
+    T = S = 9  # every step looks at the source's EOS: no offset gets more than one step's mass
+    attn = torch.eye(S, dtype=F64)[[S - 1] * T].expand(1, 1, 1, T, S)
+    _, mass = M.best_head_peak(attn)
+    assert mass.item() == pytest.approx(1 / (T - 1))
+
+
+def test_the_best_head_is_the_one_with_the_highest_aligned_mass():
+    T = S = 9
+    heads = torch.stack([_shifted(3, T, S), 0.4 * torch.eye(S, dtype=F64) + 0.6 / S])
+    offset, mass = M.best_head_peak(heads.expand(1, 1, 2, T, S).transpose(1, 2))  # [1, 2, 1..]
+    assert offset.tolist() == [0]
+    assert mass.item() == pytest.approx(0.4 + 0.6 / S)
+
+
 def test_ktiw_probe_hits_on_hand_built_logits():
     T, V = 4, 7
     target = torch.tensor([[3, 1, 6, 0]])
@@ -202,10 +262,22 @@ def test_a_perfect_translator_with_aligned_attention_copies_perfectly():
     assert m["uniform_acc"].item() < 0.5  # without attention it cannot tell positions apart
 
 
+def test_model_with_attention_forced_on_the_aligned_position_peaks_at_offset_zero():
+    L = 5
+    experiment = _experiment(length=L, heads=2, width=8)
+    _force_aligned_attention(experiment)
+    m = experiment.evaluate()
+    assert m["attn_offset"].tolist() == [0.0] and m["attn_peak_mass"].tolist() == [1.0]
+    assert m["attn_concentration"].tolist() == [L + 1.0]
+
+
 def test_uniform_attention_model_has_mass_one_over_l_plus_one():
     L = 5
     experiment = _experiment(length=L, heads=2, width=8, attention="uniform")
     m = experiment.evaluate()
+    assert m["attn_offset"].tolist() == [0.0]
+    assert m["attn_peak_mass"].item() == pytest.approx(1 / (L + 1), rel=1e-6)
+    assert m["attn_concentration"].item() == pytest.approx(1.0, rel=1e-6)
     assert m["attn_mass"].item() == pytest.approx(1 / (L + 1), rel=1e-6)
     assert m["attn_mass_head"][0].tolist() == pytest.approx([1 / (L + 1)] * 2, rel=1e-6)
     assert torch.equal(m["uniform_acc"], m["accuracy"])  # forcing uniform changes nothing

@@ -35,14 +35,15 @@ def assert_same_trajectory(a: dict, b: dict, tol: float = TOL) -> None:
 
 
 def assert_same_outcomes(a: dict, b: dict, tol: float = TOL) -> None:
-    """Outcome dicts equal key by key: None and booleans exactly, numbers within `tol`.
+    """Outcome dicts equal key by key: None, booleans and names (regime) exactly, numbers within
+    `tol`.
 
     Written out rather than `pytest.approx(dict)`, whose handling of None changed in pytest 9.
     """
     assert a.keys() == b.keys()
     for name, x in a.items():
         y = b[name]
-        if x is None or y is None or isinstance(x, bool) or isinstance(y, bool):
+        if x is None or y is None or any(isinstance(v, bool | str) for v in (x, y)):
             assert x is y or x == y and type(x) is type(y), f"{name}: {x!r} {y!r}"
         elif isinstance(x, float) and math.isnan(x):
             assert isinstance(y, float) and math.isnan(y), f"{name}: {x!r} {y!r}"

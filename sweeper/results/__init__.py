@@ -51,6 +51,8 @@ from sweeper.results.rules import (
     CORE_RULES,
     OUTCOME_COLUMNS,
     SUCCESS_OUTCOMES,
+    Category,
+    Condition,
     OutcomeRule,
     outcome_columns,
     success_outcomes,
@@ -65,7 +67,8 @@ from sweeper.results.schema import (
 from sweeper.results.store import FileStore, MemoryStore, Store
 
 __all__ = [
-    "CONFIG_SCHEMA_VERSION", "CORE_RULES", "COUNTED_STATUSES", "DEFAULT_THRESHOLDS",
+    "CONFIG_SCHEMA_VERSION", "CORE_RULES", "COUNTED_STATUSES", "Category", "Condition",
+    "DEFAULT_THRESHOLDS",
     "FileStore", "LEGACY_COLUMNS", "MemoryStore", "Metric", "OUTCOME_COLUMNS", "OutcomeRule",
     "Record", "ResultsInputError", "SUCCESS_OUTCOMES", "Store", "TABLES",
     "TABLE_SCHEMA_VERSION", "Thresholds", "cell_stats", "check_sweep_name", "committed_files",

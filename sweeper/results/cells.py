@@ -98,6 +98,37 @@ def cell_stats(trials: pd.DataFrame, axes: Sequence[str], outcome: str = "learne
     return cells[[*([] if not axes else axes), *CELL_COLUMNS]]
 
 
+def category_cells(trials: pd.DataFrame, axes: Sequence[str], column: str,
+                   values: Sequence[str] = (), *,
+                   statuses: Sequence[str] = COUNTED_STATUSES) -> pd.DataFrame:
+    """How a cell's seeds split over the names of a category outcome (copy's `regime`): one
+    row per cell (the distinct values of `axes` present), sorted by the axes, with n (counted
+    trials whose `column` is known: counted as `cell_stats` counts, one seed per shared
+    training), a count column per name (`values` in their order, then any other seen), top
+    (the most common name; a tie goes to the earlier one; None where n = 0) and top_count."""
+    for name in [*axes, column]:
+        if name not in trials.columns:
+            raise ResultsInputError(f"unknown column {name!r} for cell statistics; available: "
+                                    + ", ".join(sorted(map(str, trials.columns))))
+    axes = list(axes)
+    ok = (trials["status"].isin(statuses) if "status" in trials.columns
+          else pd.Series(True, index=trials.index))
+    known = ok & trials[column].notna() & ~shares_within_cell(trials, axes)
+    names = trials[column].astype(object).where(known)
+    seen = sorted(set(names.dropna()) - set(values))
+    order = [*values, *seen]
+    keys = [trials[a] for a in axes] if axes else [pd.Series("all", index=trials.index)]
+    counts = (pd.get_dummies(names).reindex(columns=order, fill_value=0).astype(int)
+              .groupby(keys, sort=True, dropna=False).sum())
+    cells = counts.reset_index(drop=not axes)
+    cells.insert(len(axes), "n", counts.sum(axis=1).to_numpy())
+    table = counts.to_numpy()
+    top = np.asarray(order, dtype=object)[table.argmax(axis=1)] if order else []
+    cells["top"] = np.where(cells["n"].to_numpy() > 0, top, None) if order else None
+    cells["top_count"] = table.max(axis=1) if order else 0
+    return cells
+
+
 def shares_within_cell(trials: pd.DataFrame, axes: Sequence[str]) -> pd.Series:
     """Which trials share the training of another trial of their own cell (`shared_with`: an
     equivalent config trained once): one seed with it, not two. A cell that pools over the

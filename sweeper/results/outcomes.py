@@ -36,35 +36,50 @@ class Thresholds:
     has, once `attn_acc` >= this. attention, ktiw: the onsets are the first steps with
     `attn_acc`, `ktiw_acc` >= these. plateau: topic task, the plateau is
     left when the loss falls this fraction of the way from its floor up to ln(C) (the floor is
-    0 at co-occurrence 1, so then: below plateau * ln(C)). others: the thresholds a family's
-    own rules name (by name; a rule's `default` where absent)."""
+    0 at co-occurrence 1, so then: below plateau * ln(C)). concentration: copy's regime, a
+    head's attention is concentrated once its peak mass is this many times uniform's 1/S
+    (`attn_concentration`; the one threshold not in [0, 1]). others: the thresholds a family's
+    own rules name (by name; a rule's `default` where absent), in [0, 1]."""
 
     accuracy: float = 0.95
     attention: float = 0.5
     ktiw: float = 0.5
     plateau: float = 0.5
     attention_learned: float = 0.9
+    concentration: float = 2.0
     others: Mapping[str, float] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
-        named = {n: getattr(self, n) for n in _NAMED}
+        named = {n: getattr(self, n) for n in _FRACTIONS}
         for name, value in {**named, **self.others}.items():
-            if isinstance(value, bool) or not (isinstance(value, int | float) and 0 <= value <= 1):
+            if not _is_number(value) or not 0 <= value <= 1:
                 raise ResultsInputError(f"{name} threshold: got {value!r}; allowed: a number "
                                         "in [0, 1]")
+        if not _is_number(self.concentration) or not 1 <= self.concentration < math.inf:
+            raise ResultsInputError(f"concentration threshold: got {self.concentration!r}; "
+                                    "allowed: a number >= 1 (multiples of uniform attention)")
 
     def of(self, rule: OutcomeRule) -> float:
         """The threshold `rule` is judged at."""
-        if rule.threshold in _NAMED:
-            return getattr(self, rule.threshold)
-        value = self.others.get(rule.threshold, rule.default)
+        return self.named(rule.threshold, rule.default, f"outcome {rule.column}")
+
+    def named(self, name: str, default: float | None = None, where: str = "") -> float:
+        """The threshold called `name`: a field, else one of `others`, else `default`."""
+        if name in _NAMED:
+            return getattr(self, name)
+        value = self.others.get(name, default)
         if value is None:
-            raise ResultsInputError(f"outcome {rule.column}: threshold {rule.threshold!r} has "
-                                    "no value; give it in Thresholds(others=...)")
+            raise ResultsInputError(f"{where or 'threshold'}: threshold {name!r} has no value; "
+                                    "give it in Thresholds(others=...)")
         return value
 
 
-_NAMED = ("accuracy", "attention", "ktiw", "plateau", "attention_learned")
+_FRACTIONS = ("accuracy", "attention", "ktiw", "plateau", "attention_learned")
+_NAMED = (*_FRACTIONS, "concentration")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 DEFAULT_THRESHOLDS = Thresholds()
@@ -139,8 +154,7 @@ def recompute_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame | None =
     out = base.set_index(keys)
     has_rows = out.index.isin(_index(trajectories, keys))
     for rule in sorted(rules, key=lambda r: r.kind == "success"):  # steps before successes
-        level = None if rule.kind == "success" else thresholds.of(rule)  # its steps' level
-        out[rule.column] = _evaluate(rule, trajectories, trials, keys, level, out, has_rows)
+        out[rule.column] = _evaluate(rule, trajectories, trials, keys, thresholds, out, has_rows)
     for column in outcome_columns(rules):
         if column not in out.columns:  # a contract column no family here has a rule for
             out[column] = (pd.array([pd.NA] * len(out), dtype="boolean")
@@ -150,12 +164,15 @@ def recompute_outcomes(trajectories: pd.DataFrame, trials: pd.DataFrame | None =
 
 
 def _evaluate(rule: OutcomeRule, trajectories: pd.DataFrame, trials: pd.DataFrame | None,
-              keys: list[str], level: float | None, out: pd.DataFrame, has_rows: np.ndarray
+              keys: list[str], thresholds: Thresholds, out: pd.DataFrame, has_rows: np.ndarray
               ) -> pd.Series | pd.arrays.BooleanArray:
     """One rule's column, per trial of `out`'s index."""
     if rule.kind == "success":
         logged = has_rows & (rule.metric in trajectories.columns)
         return pd.array(np.where(logged, out[rule.steps].notna(), None), dtype="boolean")
+    if rule.is_category:
+        return _category(rule, trajectories, keys, thresholds, out.index)
+    level = thresholds.of(rule)
     if rule.kind == "items_reaching":
         return _items_reaching(trajectories, keys, rule.metric, level, out.index, has_rows)
     values = _metric(trajectories, rule.metric)
@@ -180,6 +197,35 @@ def item_maxima(trajectories: pd.DataFrame, keys: list[str], metric: str) -> pd.
     heads["head"] = heads.groupby(level=0).cumcount()
     heads["value"] = pd.to_numeric(heads[metric], errors="coerce")
     return heads.groupby([*keys, "head"], sort=False)["value"].max()
+
+
+_COMPARE = {">=": np.greater_equal, ">": np.greater, "<": np.less, "<=": np.less_equal,
+            "==": np.equal, "!=": np.not_equal}
+
+
+def _category(rule: OutcomeRule, trajectories: pd.DataFrame, keys: list[str],
+              thresholds: Thresholds, index: pd.Index) -> pd.Series:
+    """Per trial, the first category of `rule` whose conditions hold at its final evaluation
+    (its last logged step); NA where a metric the rule reads is not a number there."""
+    missing = pd.Series(pd.NA, index=index, dtype="string")
+    if any(m not in trajectories.columns for m in rule.metrics) or trajectories.empty:
+        return missing
+    final = trajectories.sort_values("step", kind="stable").drop_duplicates(keys, keep="last")
+    values = {m: pd.to_numeric(final[m], errors="coerce").astype(float).to_numpy()
+              for m in rule.metrics}
+    known = np.logical_and.reduce([~np.isnan(v) for v in values.values()]
+                                  + [np.ones(len(final), bool)])
+    names = np.full(len(final), None, dtype=object)
+    for category in reversed(rule.categories):  # the first that holds is written last
+        holds = np.ones(len(final), bool)
+        for c in category.when:
+            bound = (thresholds.named(c.value, where=f"outcome {rule.column}")
+                     if isinstance(c.value, str) else c.value)
+            holds &= _COMPARE[c.op](values[c.metric], bound)
+        names[holds] = category.name
+    names[~known] = None
+    found = pd.Series(names, index=_index(final, keys), dtype="string")
+    return found.reindex(index) if len(found) else missing
 
 
 def _items_reaching(trajectories: pd.DataFrame, keys: list[str], metric: str, level: float,

@@ -12,6 +12,11 @@ by name (a `Thresholds` field, or one of the family's own with its `default`) an
 - items_reaching: how many items of a per-item metric reached the threshold at some step.
 - below_plateau: the first step with metric below the level `threshold` of the way from the
   floor H(y | x) up to ln C, C and the co-occurrence rho read from the trial's `config` columns.
+- category: a name (a string column) from the trial's final evaluation, the last logged step:
+  the first of its `categories` whose conditions all hold (a `Category` without conditions
+  catches the rest); NA when a metric a condition reads is not a number there, or not logged
+  at all (a store from before the metric existed). No `metric` or `threshold` of its own: each
+  `Condition` names a metric and a threshold (or a number).
 
 Every trials table stores the columns of `OUTCOME_COLUMNS` (schema version 2, a contract: NA
 where a trial's family has no rule for one); a family's other rules add their columns after them.
@@ -24,7 +29,36 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-KINDS = ("first_step", "first_below", "success", "items_reaching", "below_plateau")
+KINDS = ("first_step", "first_below", "success", "items_reaching", "below_plateau", "category")
+OPERATORS = (">=", ">", "<", "<=", "==", "!=")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """`metric op value` at a trial's final evaluation; value: a threshold's name (a
+    `Thresholds` field, or one of `Thresholds.others`) or a number."""
+
+    metric: str
+    op: str  # one of OPERATORS
+    value: str | float
+
+    def __post_init__(self) -> None:
+        if self.op not in OPERATORS:
+            raise ValueError(f"condition on {self.metric!r}: operator {self.op!r}; allowed: "
+                             + ", ".join(OPERATORS))
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.value}"
+
+
+@dataclass(frozen=True)
+class Category:
+    """One value of a category outcome: its name, and the conditions that all hold for it
+    (none: every trial no earlier category took)."""
+
+    name: str
+    when: tuple[Condition, ...] = ()
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -33,13 +67,14 @@ class OutcomeRule:
 
     column: str
     kind: str  # one of KINDS
-    metric: str
-    threshold: str  # a `Thresholds` field, or a name of the family's own (then `default`)
+    metric: str = ""  # every kind but category
+    threshold: str = ""  # a `Thresholds` field, or a name of the family's own (then `default`)
     default: float | None = None  # the threshold's value when `Thresholds` has no such field
     steps: str = ""  # success: the step outcome whose presence it is
     config: tuple[str, ...] = ()  # below_plateau: the classes and co-occurrence columns
     doc: str = ""
     label: str = ""  # a success's words in figures: itself, then what it judges (`words`)
+    categories: tuple[Category, ...] = ()  # category: its values, the first that holds wins
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -51,9 +86,35 @@ class OutcomeRule:
         if self.kind == "below_plateau" and not self.config:
             raise ValueError(f"outcome {self.column!r}: below_plateau names its classes "
                              "(and co-occurrence) config columns")
+        if self.is_category != bool(self.categories):
+            raise ValueError(f"outcome {self.column!r}: a category rule, and only one, names "
+                             "its categories")
+        if self.is_category == bool(self.metric and self.threshold) or (
+                self.is_category and (self.metric or self.threshold)):
+            raise ValueError(f"outcome {self.column!r}: a rule names its metric and threshold, "
+                             "except a category rule, whose conditions name theirs")
+
+    @property
+    def is_category(self) -> bool:
+        """A name per trial (a string column), not a step, a count or a yes/no."""
+        return self.kind == "category"
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The trajectory columns this outcome is computed from."""
+        if not self.is_category:
+            return (self.metric,)
+        return tuple(dict.fromkeys(c.metric for k in self.categories for c in k.when))
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """A category outcome's names, in the order its rule tries them."""
+        return tuple(k.name for k in self.categories)
 
     @property
     def arrow_type(self) -> pa.DataType:
+        if self.is_category:
+            return pa.string()
         return pa.bool_() if self.kind == "success" else pa.int64()
 
     @property

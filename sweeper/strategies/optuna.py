@@ -143,8 +143,9 @@ class OptunaStrategy(SearchRules):
         best value, maximised or minimised."""
         trials = read_trials(raw)
         seed = int_at(raw.get("seed", 0), "search.seed", 0)
-        objectives = outcome_columns(family.outcome_rules) + tuple(
-            f"{w}_{m.name}" for m in family.scalar_metrics() for w in ("final", "best"))
+        names = {r.column for r in family.outcome_rules if r.is_category}  # not a number
+        objectives = tuple(c for c in outcome_columns(family.outcome_rules) if c not in names) + \
+            tuple(f"{w}_{m.name}" for m in family.scalar_metrics() for w in ("final", "best"))
         objective = raw.get("objective")
         if objective not in objectives:
             raise SweepFileError(f"search.objective: got {objective!r}"

@@ -3,8 +3,9 @@
 The whole declaration: the task `copy-v1` (task.py), the model `seq2seq` (config.py; the module
 is model.py), the experiment that trains them (experiment.py, with the batches of data.py), what
 a trajectory logs, and the outcome its phase diagrams draw: whether attention learned, because at
-small scale an LSTM can copy through its state without attending (docs/results.md). probes.py
-measures the mechanisms behind its results on freshly trained models.
+small scale an LSTM can copy through its state without attending (docs/results.md); `regime`
+says which solution a run found instead. probes.py measures the mechanisms behind its results
+on freshly trained models.
 """
 
 from __future__ import annotations
@@ -12,12 +13,33 @@ from __future__ import annotations
 from sweeper.families.base import Calibration, Family
 from sweeper.families.copy import config, task
 from sweeper.families.copy.task import COMPONENTS
-from sweeper.results.rules import OutcomeRule
+from sweeper.results.rules import Category, Condition, OutcomeRule
 from sweeper.results.schema import Metric
+
+# Which solution a run found, at its final evaluation: the first that holds. A yes/no cannot
+# tell them apart: at the calibrated scale trained 3x longer, one-head runs that never align
+# copy 0.97-0.995 of tokens with attention accuracy ~0 (docs/results.md).
+REGIME = OutcomeRule("regime", "category", doc="which solution a run found", categories=(
+    Category("aligned", (Condition("attn_acc", ">=", "attention_learned"),),
+             doc="attention learned: the best head's attention accuracy reached the "
+                 "attention_learned threshold"),
+    Category("not_copying", (Condition("accuracy", "<", "accuracy"),),
+             doc="token accuracy below the accuracy threshold, attention not aligned"),
+    Category("offset", (Condition("attn_concentration", ">=", "concentration"),
+                        Condition("attn_offset", "!=", 0)),
+             doc="copies, the best head's attention concentrated (peak mass at least "
+                 "`concentration` times uniform's 1/S) at a fixed distance from the aligned word"),
+    Category("partly_aligned", (Condition("attn_concentration", ">=", "concentration"),),
+             doc="copies, attention concentrated on the aligned word, but its argmax there too "
+                 "rarely for the attention_learned threshold"),
+    Category("diffuse", doc="copies with attention neither aligned nor at a fixed distance "
+                            "from it (spread out, or fixed on one position such as the "
+                            "source's EOS): the LSTM carries the sequence in its state"),
+))
 
 # Whether attention learned: the best head's attention accuracy `attn_acc` over content steps
 # reached the attention_learned threshold (the first step: attention_steps), how many heads'
-# did, and the onsets: the first steps with attn_acc, ktiw_acc >= their thresholds.
+# did, the onsets: the first steps with attn_acc, ktiw_acc >= their thresholds, and the regime.
 COPY_OUTCOMES = (
     OutcomeRule("attention_learned", "success", "attn_acc", "attention_learned",
                 steps="attention_steps",
@@ -26,6 +48,18 @@ COPY_OUTCOMES = (
     OutcomeRule("attention_heads", "items_reaching", "attn_acc_head", "attention_learned"),
     OutcomeRule("attention_onset", "first_step", "attn_acc", "attention"),
     OutcomeRule("ktiw_onset", "first_step", "ktiw_acc", "ktiw"),
+    REGIME,
+)
+
+
+# Where the attention of the best head (the highest aligned mass) peaks, over content steps
+# averaged over the batch (`sweeper.metrics.best_head_peak`): which solution a run found.
+ATTENTION_PEAK = (
+    Metric("attn_offset", doc="source position minus aligned position where the best head's "
+                              "attention mass peaks (0: aligned; best_attn_offset: the largest)"),
+    Metric("attn_peak_mass", doc="the best head's mean attention at that offset (uniform: 1/S)"),
+    Metric("attn_concentration", doc="attn_peak_mass in units of uniform's 1/S (S = L + 1 "
+                                     "source positions): 1 for uniform attention"),
 )
 
 
@@ -52,12 +86,14 @@ SMALL_SCALE = Calibration(
 
 def copy_metrics(components: tuple[str, ...] = COMPONENTS) -> tuple[Metric, ...]:
     """What a copy experiment logs: loss, token accuracy, attention accuracy and aligned mass
-    (the best head's, and per head), the KTIW probe, accuracy with attention forced uniform, and
-    loss / accuracy / attention accuracy on each component of the data."""
+    (the best head's, and per head), where the best head's attention peaks (`ATTENTION_PEAK`),
+    the KTIW probe, accuracy with attention forced uniform, and loss / accuracy / attention
+    accuracy on each component of the data."""
     return tuple(
         [Metric("loss", lower_is_better=True), Metric("accuracy"), Metric("attn_acc"),
          Metric("attn_mass"), Metric("attn_acc_head", per_item=True),
-         Metric("attn_mass_head", per_item=True), Metric("ktiw_acc"), Metric("uniform_acc")]
+         Metric("attn_mass_head", per_item=True), *ATTENTION_PEAK, Metric("ktiw_acc"),
+         Metric("uniform_acc")]
         + [m for c in components for m in (Metric(f"loss_{c}", lower_is_better=True),
                                            Metric(f"accuracy_{c}"), Metric(f"attn_acc_{c}"))])
 

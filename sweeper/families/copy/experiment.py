@@ -5,9 +5,12 @@ each component ("block": permutations of the fixed block, "open": L distinct tok
 loss, token accuracy (all L+1 positions, EOS included), attention accuracy and aligned mass per
 head over the L content steps (EOS left out: `metrics.content_steps`) and of the best head (the
 headline `attn_acc`, `attn_mass`: the contexts are averaged, so one aligned head carries the
-aligned word into every step), the KTIW probe, and accuracy with attention forced uniform.
-The uniform-attention readout reuses the mixture batch's encoder and decoder states: they do not
-depend on the attention (the decoder has no input feeding), so one recurrence pass serves both.
+aligned word into every step), where the best head's attention peaks relative to the aligned
+position and how concentrated it is there (`attn_offset`, `attn_peak_mass`,
+`attn_concentration`: which solution a run found, `regime`), the KTIW probe, and accuracy
+with attention forced uniform. The uniform-attention readout reuses the mixture batch's encoder
+and decoder states: they do not depend on the attention (the decoder has no input feeding), so
+one recurrence pass serves both.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class CopyExperiment:
             "attn_mass": mass_head.amax(dim=1),
             "attn_acc_head": acc_head,
             "attn_mass_head": mass_head,
+            **self._attention_peak(out.attn),
         }
         parts = {c: self.sampler.sample(self.eval_size, eval=True, component=c)
                  for c in self.sampler.components}  # drawn either way: one data stream
@@ -80,6 +84,15 @@ class CopyExperiment:
             result[f"accuracy_{component}"] = M.mean_keep(M.token_hits(out.logits, tgt))
             result[f"attn_acc_{component}"] = M.head_attention_accuracy(out.attn).amax(dim=1)
         return result
+
+    @staticmethod
+    def _attention_peak(attn: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Where the best head's attention peaks (`metrics.best_head_peak`): attn_offset, the
+        source position minus the aligned one (0: aligned), attn_peak_mass, the mean attention
+        there, and attn_concentration, that mass in units of uniform's 1/S."""
+        offset, mass = M.best_head_peak(attn)
+        return {"attn_offset": offset.to(mass.dtype), "attn_peak_mass": mass,
+                "attn_concentration": mass * attn.shape[-1]}
 
     @property
     def PROBES(self) -> tuple[str, ...]:  # noqa: N802 - a per-instance constant
