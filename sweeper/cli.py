@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from sweeper.errors import ParameterError
+from sweeper.errors import ParameterError, StoreStepError
 from sweeper.results.errors import ResultsInputError, ResultsWriteError, closed_pipe_exit
 
 
@@ -209,7 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ResultsInputError as exc:  # the root of sweeper's and analysis' input errors
         print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except ResultsWriteError as exc:  # a full disk, a read-only folder: not the input's fault
+    except (ResultsWriteError, StoreStepError) as exc:  # a full disk, a read-only folder, a
+        # pack that could not be stored: not the input's fault
         print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

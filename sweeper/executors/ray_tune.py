@@ -43,8 +43,12 @@ from ray.tune.search import Searcher  # noqa: E402
 
 from sweeper.cells import cell_specs  # noqa: E402
 from sweeper.errors import SweeperInputError  # noqa: E402
-from sweeper.executors.base import PROGRESS_EVERY_S, PackSink, nothing_proposed  # noqa: E402
-from sweeper.results.errors import ResultsWriteError  # noqa: E402
+from sweeper.executors.base import (  # noqa: E402
+    PROGRESS_EVERY_S,
+    PackSink,
+    nothing_proposed,
+    store_step,
+)
 from sweeper.search_space import SweepFile  # noqa: E402
 from sweeper.spec import TrialResult, TrialSpec  # noqa: E402
 from sweeper.strategies import Strategy  # noqa: E402
@@ -292,15 +296,14 @@ class _StoreCallback(tune.Callback):
         self.rows: dict[str, list] = {}
         self.final: dict[str, dict] = {}
         self.started: set[str] = set()
-        self.fatal: ResultsWriteError | None = None  # the store failed: end the experiment
+        self.fatal: Exception | None = None  # a store step failed: end the experiment
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("searcher", "sink", "fatal")}
 
     def on_step_end(self, iteration, trials, **info):
-        """A store that cannot write ends the run here: raised inside a trial's callback, Tune
-        would take it for the trial's failure and train the pack again. Otherwise the
-        driver's heartbeat in its progress file (throttled by the sink)."""
+        """A failed store step ends the run here (`_storing`). Otherwise the driver's heartbeat
+        in its progress file (throttled by the sink)."""
         if self.fatal is not None:
             raise self.fatal
         heartbeat = getattr(self.sink, "heartbeat", None)
@@ -328,11 +331,21 @@ class _StoreCallback(tune.Callback):
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.rows.pop(trial.trial_id, None)  # the retry starts again from step 0
 
-    def on_trial_complete(self, iteration, trials, trial, **info):
+    def _storing(self, step: Callable[[], None]) -> None:
+        """Run a store step (`base.store_step`: any error ends the sweep) unless one failed
+        already (the sweep is stopping: nothing more is stored). Its error waits for
+        `on_step_end`: raised inside a trial's callback, Tune would take it for the trial's
+        failure and train the pack again, for ever, meeting the same error each time."""
+        if self.fatal is not None:
+            return
         try:
-            self._store(trial)
-        except ResultsWriteError as exc:
-            self.fatal = self.fatal or exc
+            with store_step():
+                step()
+        except Exception as exc:  # noqa: BLE001 - store_step made it the sweep's end
+            self.fatal = exc
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._storing(lambda: self._store(trial))
 
     def _store(self, trial) -> None:
         specs = self.searcher.packs.pop(trial.trial_id)
@@ -356,7 +369,10 @@ class _StoreCallback(tune.Callback):
         for the next run."""
         if trial.trial_id in self.final:  # its results (or its code's error) arrived first
             self.on_trial_complete(iteration, trials, trial)
-            return
+        else:
+            self._storing(lambda: self._retry_or_lose(trial))
+
+    def _retry_or_lose(self, trial) -> None:
         self.rows.pop(trial.trial_id, None)
         pack = self.searcher.packs[trial.trial_id]
         if self.searcher.retry(trial.trial_id, getattr(trial, "num_failures", 1)) is None:
