@@ -213,9 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # pack that could not be stored: not the input's fault
         print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or `sweeper.interrupts.Interrupted`
+        print(f"interrupted: {exc}" if str(exc) else "interrupted", file=sys.stderr)
+        return getattr(exc, "exit_status", 130)
 
 
 if __name__ == "__main__":

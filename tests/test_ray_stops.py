@@ -1,9 +1,12 @@
 """How a sweep on the Ray executor stops, in real child processes on an embedded Ray (2 CPUs,
-on loopback, with a temp dir of its own): a store step that raises ends the sweep in one line
-instead of training its pack again for ever."""
+on loopback, with a temp dir of its own): SIGINT and SIGTERM as on the local executor (the
+running packs stored, 130 / 143, the interrupted line, a rerun storing the rest once), and a
+store step that raises ending the sweep in one line instead of training its pack again for
+ever."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +19,7 @@ from sweep_helpers import (
     assert_all_parquet_readable,
     cli_subprocess,
     parquet_files,
+    running_packs,
     subprocess_env,
     wait_for,
     write_sweep,
@@ -23,6 +27,8 @@ from sweep_helpers import (
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
+SIGNALS = [pytest.param(signal.SIGINT, 130, id="SIGINT"),
+           pytest.param(signal.SIGTERM, 143, id="SIGTERM")]
 RAY_START_S = 300  # an embedded Ray and its first worker start in seconds; allow a busy machine
 
 # `sweeper ARGV` whose store raises a KeyError, not a write error, from its second pack on
@@ -60,6 +66,48 @@ def _stored(results: Path, sweep: str) -> pd.DataFrame:
     trials = pd.read_parquet(results / sweep / "trials")
     assert trials["trial_id"].is_unique
     return trials
+
+
+@pytest.mark.parametrize(("signum", "status"), SIGNALS)
+def test_a_signal_stores_the_running_packs_says_so_and_a_rerun_stores_the_rest_once(
+        tmp_path, ray_tmpdir, signum, status):
+    sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
+    driver = _run(["-m", "sweeper.cli"], sweep, results)
+    try:
+        wait_for(lambda: running_packs(results, "slow"), RAY_START_S, "a running pack")
+        running = running_packs(results, "slow")
+        driver.send_signal(signum)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        driver.kill()
+    assert driver.returncode == status, err[-3000:]
+    assert "SIGTERM received" not in err and "Traceback" not in err  # Ray's handler never ran
+    stored = _stored(results, "slow")
+    assert set(running) <= set(stored["pack_id"]) and len(stored) < 4
+    assert err.rstrip().endswith(f"interrupted: {4 - len(stored)} trials pending; run the same "
+                                 "command to resume")
+    again = cli_subprocess(["run", sweep, "--results", results, "--executor", "local"])
+    assert again.returncode == 0, again.stderr[-3000:]  # (resuming on Ray: test_ray_sweeps)
+    assert f"ran {4 - len(stored)} trials" in again.stdout
+    assert len(_stored(results, "slow")) == 4
+
+
+def test_a_sigterm_while_ray_starts_stops_the_run_the_same_way(tmp_path, ray_tmpdir):
+    """`ray.init` sets its own SIGTERM handler as it starts (SystemExit wherever the driver is,
+    even where it is lost): the driver's is kept throughout."""
+    sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
+    driver = _run(["-m", "sweeper.cli"], sweep, results)
+    try:
+        wait_for(lambda: list(Path(ray_tmpdir).glob("ray/session_*")), RAY_START_S,
+                 "Ray starting")
+        driver.send_signal(signal.SIGTERM)
+        out, err = driver.communicate(timeout=120)
+    finally:
+        driver.kill()
+    assert driver.returncode == 143, err[-3000:]
+    assert "SIGTERM received" not in err and "Traceback" not in err
+    assert err.rstrip().endswith("interrupted: 4 trials pending; run the same command to resume")
+    assert not parquet_files(results, "slow", "trials")
 
 
 @pytest.mark.parametrize("executor", ["ray", "local"])

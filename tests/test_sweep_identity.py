@@ -102,16 +102,19 @@ def test_an_interrupt_stores_what_finished_says_so_and_resumes(tmp_path, signum,
     _stored_once(results, "slow", 4)
 
 
-def test_a_second_interrupt_abandons_the_running_pack(tmp_path):
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_second_interrupt_abandons_the_running_pack(tmp_path, signum, status):
     sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
     driver = _start(sweep, results)
     wait_for(lambda: running_packs(results, "slow"), what="a running pack")
-    driver.send_signal(signal.SIGINT)
+    driver.send_signal(signum)
     time.sleep(0.2)
-    driver.send_signal(signal.SIGINT)
+    driver.send_signal(signum)
     out, err = driver.communicate(timeout=120)
-    assert driver.returncode == 130 and "Traceback" not in err
-    assert "interrupted" in err.strip().splitlines()[-1]
+    assert driver.returncode == status and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == ("interrupted: the running packs were abandoned "
+                                            "(nothing of them stored); run the same command "
+                                            "to resume")
     assert not parquet_files(results, "slow", "trajectories") or parquet_files(
         results, "slow", "trials")  # nothing half-stored
 

@@ -14,7 +14,9 @@ unless TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1; with a custom searcher Tune keeps o
 pending unless `max_concurrent_trials` is set, which wraps the searcher in a
 ConcurrencyLimiter allowing that many; Tune pickles its searcher and callbacks into its own
 experiment state (for a Tune resume sweeper never uses), so their driver-side state (a study's
-database connection) stays out of the pickle.
+database connection) stays out of the pickle; `ray.init` (embedded or `--address`) sets SIGTERM
+handlers of its own (a SystemExit, then a C-level stack dump) over the driver's, which are kept
+(`_keeping_signal_handlers`).
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ import logging
 import math
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -419,12 +424,14 @@ class RayTuneExecutor:
     def __enter__(self) -> RayTuneExecutor:
         logging.getLogger("ray").setLevel(logging.ERROR)
         logging.getLogger("ray.tune").setLevel(logging.ERROR)
-        if self.address is None:
-            ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False,
-                     _node_ip_address="127.0.0.1", configure_logging=False,
-                     log_to_driver=self.verbose)
-        else:
-            ray.init(address=self.address, configure_logging=False, log_to_driver=self.verbose)
+        with _keeping_signal_handlers():
+            if self.address is None:
+                ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False,
+                         _node_ip_address="127.0.0.1", configure_logging=False,
+                         log_to_driver=self.verbose)
+            else:
+                ray.init(address=self.address, configure_logging=False,
+                         log_to_driver=self.verbose)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -472,6 +479,37 @@ class RayTuneExecutor:
                 raise store_callback.fatal
         finally:
             shutil.rmtree(storage, ignore_errors=True)
+
+
+@contextmanager
+def _keeping_signal_handlers() -> Iterator[None]:
+    """Keep, while Ray starts and after, the SIGINT and SIGTERM handlers the driver set in
+    Python (`sweeper.interrupts`: stop once the running packs are stored, exit 130 / 143), so
+    that a signal stops a run the same on every executor. Where the driver set none, Ray's
+    stay (they stop the processes Ray started).
+
+    `ray.init` sets a SIGTERM handler that raises SystemExit at whatever line runs (even in a
+    finaliser, where it is lost), through `ray._private.utils.set_sigterm_handler`: that setter
+    does nothing while Ray starts. Its core worker then adds a C-level handler (a stack dump,
+    status 1 or an abort) that no Python call sees: the handlers are set again once Ray has
+    started. Only a SIGTERM in those last moments of the start is Ray's.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers are the main thread's to set: Ray sets none from here either
+        return
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    utils = ray._private.utils
+    setter = getattr(utils, "set_sigterm_handler", None)
+    if setter is not None and callable(handlers[signal.SIGTERM]):
+        utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        if setter is not None:
+            utils.set_sigterm_handler = setter
+        for signum, handler in handlers.items():
+            if callable(handler):
+                signal.signal(signum, handler)
 
 
 def _scheduler(sweep: SweepFile) -> tuple[Any, str | None, str | None]:
