@@ -1,21 +1,24 @@
 """How a sweep on the Ray executor stops, in real child processes on an embedded Ray (2 CPUs,
 on loopback, with a temp dir of its own): SIGINT and SIGTERM as on the local executor (the
-running packs stored, 130 / 143, the interrupted line, a rerun storing the rest once), and a
-store step that raises ending the sweep in one line instead of training its pack again for
-ever."""
+running packs stored, 130 / 143, the interrupted line, a rerun storing the rest once), a driver
+waiting for another's lease leaving on the first signal, and a store step that raises ending
+the sweep in one line instead of training its pack again for ever."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import IO
 
 import pandas as pd
 import pytest
 from sweep_helpers import (
     REPO,
     SLOW,
+    all_files,
     assert_all_parquet_readable,
     cli_subprocess,
     parquet_files,
@@ -24,6 +27,9 @@ from sweep_helpers import (
     wait_for,
     write_sweep,
 )
+
+from sweeper.results import Store
+from sweeper.results.lease import acquire
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -54,11 +60,12 @@ sys.exit(main(sys.argv[1:]))
 '''
 
 
-def _run(program: list[str], sweep_file: Path, results: Path, *extra: str) -> subprocess.Popen:
+def _run(program: list[str], sweep_file: Path, results: Path, *extra: str,
+         stderr: IO[str] | int = subprocess.PIPE) -> subprocess.Popen:
     """`sweeper run` in a child process (`program`: how Python starts it)."""
     return subprocess.Popen([sys.executable, *program, "run", str(sweep_file), "--results",
                              str(results), "--num-cpus", "2", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO,
                             env=subprocess_env())
 
 
@@ -108,6 +115,31 @@ def test_a_sigterm_while_ray_starts_stops_the_run_the_same_way(tmp_path, ray_tmp
     assert "SIGTERM received" not in err and "Traceback" not in err
     assert err.rstrip().endswith("interrupted: 4 trials pending; run the same command to resume")
     assert not parquet_files(results, "slow", "trials")
+
+
+@pytest.mark.parametrize(("signum", "status"), SIGNALS)
+def test_a_driver_waiting_for_the_lease_leaves_on_the_first_signal_writing_nothing(
+        tmp_path, signum, status):
+    """The waiter runs on the default (Ray) executor, which it never starts: the lease comes
+    first."""
+    sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
+    log = tmp_path / "waiter.err"
+    with acquire(Store.open(str(results)), "slow"), open(log, "w") as stderr:
+        files = {p: p.read_bytes() for p in all_files(results)}  # another driver's lease
+        waiter = _run(["-m", "sweeper.cli"], sweep, results, "--wait", stderr=stderr)
+        try:
+            wait_for(lambda: "waiting: sweep slow: being run by" in log.read_text(), 120,
+                     "the waiter")
+            start = time.monotonic()
+            waiter.send_signal(signum)
+            waiter.wait(timeout=60)
+        finally:
+            waiter.kill()
+        assert waiter.returncode == status, log.read_text()
+        assert time.monotonic() - start < 10
+        assert log.read_text().strip().splitlines()[-1] == (
+            "interrupted: stopped waiting for the other driver of sweep slow; nothing was run")
+        assert {p: p.read_bytes() for p in all_files(results)} == files
 
 
 @pytest.mark.parametrize("executor", ["ray", "local"])
