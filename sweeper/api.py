@@ -157,9 +157,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     runner.check(spec, store)  # before it starts and before anything is written
     for warning in calibration_warnings(spec, plan.specs):
         (stream or sys.stderr).write(warning + "\n")
-    from sweeper.results.lease import acquire
-
-    with stop_on_signals(stream) as stop, acquire(store, spec.name, wait=wait, stream=stream):
+    with stop_on_signals(stream) as stop, _lease(store, spec.name, wait, stream, stop):
         if address is None:  # under the lease: a second driver is refused at once, not after
             prepare_native_kernels(spec, plan, store)  # a first build of the kernels
         with runner:
@@ -172,6 +170,19 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                        _stored_cells(store, spec, outcome), outcome, summary["interrupted"],
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0,
                        summary["shared"])
+
+
+def _lease(store, sweep: str, wait: bool, stream, stop):
+    """The sweep's lease (`sweeper.results.lease`); a driver waiting for another one's leaves on
+    the first signal (`sweeper.interrupts.Interrupted`): it has nothing running to finish, and
+    writes nothing."""
+    from sweeper.results.lease import WaitStopped, acquire
+
+    try:
+        return acquire(store, sweep, wait=wait, stream=stream, stop=stop.event)
+    except WaitStopped:
+        raise stop.interrupted(f"stopped waiting for the other driver of sweep {sweep}; "
+                               "nothing was run") from None
 
 
 def _stored_cells(store, spec, outcome: str):

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from sweeper.errors import ParameterError
+from sweeper.errors import ParameterError, StoreStepError
 from sweeper.results.errors import ResultsInputError, ResultsWriteError, closed_pipe_exit
 
 
@@ -209,12 +209,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ResultsInputError as exc:  # the root of sweeper's and analysis' input errors
         print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except ResultsWriteError as exc:  # a full disk, a read-only folder: not the input's fault
+    except (ResultsWriteError, StoreStepError) as exc:  # a full disk, a read-only folder, a
+        # pack that could not be stored: not the input's fault
         print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or `sweeper.interrupts.Interrupted`
+        print(f"interrupted: {exc}" if str(exc) else "interrupted", file=sys.stderr)
+        return getattr(exc, "exit_status", 130)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The exception hierarchy. Every message says what was given and what is allowed.
 
-The CLI turns any `SweeperInputError` into one line on stderr and exit status 2.
+The CLI turns any `SweeperInputError` into one line on stderr and exit status 2, and a
+`StoreStepError` (as a `sweeper.results.errors.ResultsWriteError`) into one line and status 1.
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from collections.abc import Iterable
 
 from sweeper.results.errors import ResultsInputError, did_you_mean
 
-__all__ = ["ParameterError", "SweeperError", "SweeperInputError", "UnknownNameError",
-           "did_you_mean"]
+__all__ = ["ParameterError", "StoreStepError", "SweeperError", "SweeperInputError",
+           "UnknownNameError", "did_you_mean"]
 
 
 class SweeperError(Exception):
@@ -19,6 +20,14 @@ class SweeperError(Exception):
 
 class SweeperInputError(SweeperError, ResultsInputError):
     """Bad input from the user: a file, a flag, a parameter. Exit status 2, nothing written."""
+
+
+class StoreStepError(SweeperError, RuntimeError):
+    """Storing a finished pack raised something other than a write error (a bug, a strategy
+    that cannot take the results). The sweep stops, as on a full disk: storing again, or
+    training the pack again, would meet the same error, for ever on an executor that retries.
+    A pack is committed whole or not at all, what was stored stays, and the same command
+    resumes. Commands print one line and exit with status 1; the cause is chained."""
 
 
 class UnknownNameError(SweeperInputError):

@@ -3,8 +3,11 @@
 The first signal asks the run to stop: its strategy proposes nothing more (`Stoppable`), the
 packs already training finish and are stored, and the command ends with
 `interrupted: N trials pending; run the same command to resume` and status 130 (SIGINT) or
-143 (SIGTERM). A second signal raises KeyboardInterrupt at once: running packs are abandoned
-(nothing half-stored: a pack is committed whole or not at all) and the status is the same.
+143 (SIGTERM). A second signal raises `Interrupted` at once: running packs are abandoned
+(nothing half-stored: a pack is committed whole or not at all) and the status is the same. A
+driver waiting for another driver's lease leaves on the first signal (`Interrupted`, nothing
+written): it has nothing running to finish. The same holds on every executor (the Ray executor
+puts these handlers back after Ray has started, `sweeper.executors.ray_tune`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,24 @@ from typing import Any
 EXIT_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
+def exit_status_of(signum: int | None) -> int:
+    """What a command stopped by `signum` exits with (128 + the signal's number)."""
+    return EXIT_STATUS.get(signum, 130)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal ended the command before the run could stop cleanly; `str()` says what was
+    left, `exit_status` is the signal's (what the command line exits with)."""
+
+    def __init__(self, signum: int | None, why: str):
+        super().__init__(why)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        return exit_status_of(self.signum)
+
+
 @dataclass
 class StopRequest:
     """Set by the first signal; read by the run's strategy wrapper and the command."""
@@ -33,7 +54,10 @@ class StopRequest:
 
     @property
     def exit_status(self) -> int:
-        return EXIT_STATUS.get(self.signum, 130)
+        return exit_status_of(self.signum)
+
+    def interrupted(self, why: str) -> Interrupted:
+        return Interrupted(self.signum, why)
 
 
 @contextmanager
@@ -49,7 +73,8 @@ def stop_on_signals(stream=None) -> Iterator[StopRequest]:
     def handle(signum: int, frame: Any) -> None:
         if request.requested:
             request.signum = signum
-            raise KeyboardInterrupt
+            raise request.interrupted("the running packs were abandoned (nothing of them "
+                                      "stored); run the same command to resume")
         request.signum = signum
         request.event.set()
         stream.write(f"\n{signal.Signals(signum).name}: stopping once the running packs are "

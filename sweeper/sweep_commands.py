@@ -120,10 +120,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                  num_cpus=args.num_cpus, pack_size=args.pack_size, retries=args.retries,
                  device=args.device, results_shared=args.results_shared, verbose=args.verbose,
                  wait=args.wait, extend=args.extend, sets=args.set)
-    if result.interrupted:  # a late second Ctrl-C must not turn a clean stop into a traceback
+    if result.interrupted:  # a late second signal must not turn a clean stop into a traceback
         import signal
 
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        from sweeper.interrupts import EXIT_STATUS
+
+        for signum in EXIT_STATUS:
+            signal.signal(signum, signal.SIG_IGN)
     if args.json:
         print(json.dumps(result.to_json()))
     else:

@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import json
 import os
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,10 @@ TINY: dict[str, Any] = {
     "retries": 1,
 }
 TINY_STEPS = (0, 10, 20)
+# 4 packs of one trial, each long enough (a few seconds) to act while a driver runs
+SLOW: dict[str, Any] = {**TINY, "name": "slow", "pack_size": 1, "budget": {"steps": 600},
+                        "fixed": {**TINY["fixed"],
+                                  "train": {**TINY["fixed"]["train"], "eval_every": 100}}}
 
 
 def variant(base: dict[str, Any] | None = None, **changes: Any) -> dict[str, Any]:
@@ -125,7 +131,27 @@ def cli_subprocess(argv: Sequence[str], timeout: float = 300, cwd: Path | None =
                           cwd=cwd or REPO, env=subprocess_env(**env))
 
 
+def wait_for(condition, timeout: float = 120.0, what: str = "a condition") -> None:
+    """Poll `condition` until it holds (a child process got somewhere), or fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 # -- looking at a results root -------------------------------------------------------------
+def running_packs(results: Path, sweep: str) -> list[str]:
+    """The packs a driver's progress file says are training (none before the file is written:
+    a driver prepares the native kernels under its lease, before its first pack)."""
+    try:
+        progress = json.loads((Path(results) / sweep / "progress.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [p["pack"] for p in progress.get("packs", [])]
+
+
 def all_files(root: Path) -> list[Path]:
     return sorted(p for p in Path(root).rglob("*") if p.is_file())
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
+from sweep_helpers import running_packs, wait_for
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -98,6 +99,30 @@ def test_sweep_spreads_packs_over_both_nodes(cluster, tmp_path):
     assert set(trials["status"]) == {"ok"}
     assert trials["pack_id"].nunique() == 2
     assert trials["node_id"].nunique() == 2, trials["node_id"].value_counts()
+
+
+def test_a_sigterm_stops_a_driver_on_a_cluster_once_its_running_packs_are_stored(cluster,
+                                                                                  tmp_path):
+    """`ray.init(address=...)` installs a SIGTERM handler too (exit 1, nothing stored): the
+    driver's own is put back, as on an embedded Ray (tests/test_ray_stops.py)."""
+    results = tmp_path / "results"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "sweeper.cli", "run", str(_write(tmp_path, "termed", 400)),
+         "--results", str(results), "--results-shared", "--address", cluster.address,
+         "--pack-size", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: running_packs(results, "termed"), 300, "a running pack")
+        running = running_packs(results, "termed")
+        driver.send_signal(signal.SIGTERM)
+        stdout, stderr = driver.communicate(timeout=120)
+    finally:
+        driver.kill()
+    assert driver.returncode == 143, stderr[-3000:]
+    trials = _trials(results, "termed")
+    assert set(running) <= set(trials["pack_id"]) and len(trials) < 10
+    assert trials["trial_id"].is_unique
+    assert stderr.rstrip().endswith(f"interrupted: {10 - len(trials)} trials pending; run the "
+                                    "same command to resume")
 
 
 @pytest.fixture

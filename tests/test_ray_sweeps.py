@@ -239,15 +239,6 @@ def test_asha_stops_packs_early_and_optuna_hears_of_it(tmp_path):
 
 
 # -- any strategy, through the protocol ------------------------------------------------------------
-@pytest.fixture
-def ray_tmpdir(monkeypatch):
-    """Ray in this process with a short temp dir of its own (socket paths must stay short)."""
-    path = tempfile.mkdtemp(prefix="rst_", dir="/tmp")
-    monkeypatch.setenv("RAY_TMPDIR", path)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
 def test_a_strategy_written_in_the_tests_drives_ray(tmp_path, monkeypatch, ray_tmpdir):
     """The strategy of tests/strategy_helpers.py, plugged into the registry, on Ray with two
     slots: its second round waits (the searcher answers "not now") until the first is told."""

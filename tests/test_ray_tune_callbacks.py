@@ -123,6 +123,23 @@ def test_a_store_that_cannot_write_ends_the_experiment_instead_of_failing_the_tr
         callback.on_step_end(0, [])
 
 
+def test_any_error_of_a_store_step_ends_the_experiment_once_and_stores_nothing_more(driver):
+    """Not only write errors: a store step that raises anything (here a KeyError, as a
+    completion Tune reports twice would raise) ends the run at the next step, never inside a
+    trial's callback, where Tune would train the pack again for ever."""
+    from sweeper.errors import StoreStepError
+
+    searcher, callback, store, progress, specs = driver
+    for trial_id in ("t0", "t1"):
+        searcher.suggest(trial_id)
+    complete(searcher, callback, "t0")
+    callback.on_trial_complete(0, [], Trial("t0"))  # t0 again: its pack is no longer out
+    complete(searcher, callback, "t1")  # the sweep is stopping: not stored
+    with pytest.raises(StoreStepError, match=r"KeyError: 't0' \(at ray_tune.py:\d+\);"):
+        callback.on_step_end(0, [])
+    assert store.stored_ids("tiny") == {specs[0].trial_id}
+
+
 def test_a_trial_tune_recovered_until_its_limit_is_not_proposed_again(driver):
     # a pack that kills every worker (the OOM killer) spends one budget, not one per trial
     searcher, callback, store, progress, specs = driver

@@ -14,11 +14,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sweep_helpers import REPO, TINY, cli_subprocess, parquet_files, subprocess_env, write_sweep
-
-# 4 packs of one trial, each long enough (a few seconds) to act while a driver runs
-SLOW = {**TINY, "name": "slow", "pack_size": 1, "budget": {"steps": 600},
-        "fixed": {**TINY["fixed"], "train": {**TINY["fixed"]["train"], "eval_every": 100}}}
+from sweep_helpers import (
+    REPO,
+    SLOW,
+    TINY,
+    cli_subprocess,
+    parquet_files,
+    running_packs,
+    subprocess_env,
+    wait_for,
+    write_sweep,
+)
 
 
 def _start(sweep_file: Path, results: Path, *extra: str) -> subprocess.Popen:
@@ -28,27 +34,9 @@ def _start(sweep_file: Path, results: Path, *extra: str) -> subprocess.Popen:
                             env=subprocess_env())
 
 
-def _wait_for(condition, timeout: float = 120.0, what: str = "a condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _holds_lease(results: Path, sweep: str, pid: int) -> bool:
     try:
         return json.loads((results / sweep / "lease.json").read_text() or "{}").get("pid") == pid
-    except (OSError, ValueError):
-        return False
-
-
-def _training(results: Path, sweep: str) -> bool:
-    """The driver's progress file says a pack is running (the kernels are built or loaded: a
-    driver prepares them under its lease, before its first pack)."""
-    try:
-        return json.loads((results / sweep / "progress.json").read_text()).get("running", 0) > 0
     except (OSError, ValueError):
         return False
 
@@ -63,7 +51,7 @@ def test_a_second_driver_is_refused_at_once_naming_the_first(tmp_path):
     sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
     first = _start(sweep, results)
     try:
-        _wait_for(lambda: _holds_lease(results, "slow", first.pid), what="the first lease")
+        wait_for(lambda: _holds_lease(results, "slow", first.pid), what="the first lease")
         start = time.monotonic()
         second = cli_subprocess(["run", sweep, "--results", results, "--executor", "local"])
         assert second.returncode == 2 and time.monotonic() - start < 30
@@ -83,7 +71,7 @@ def test_a_second_driver_is_refused_at_once_naming_the_first(tmp_path):
 def test_a_killed_drivers_lease_is_taken_over_and_every_trial_stored_once(tmp_path):
     sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
     first = _start(sweep, results)
-    _wait_for(lambda: len(parquet_files(results, "slow", "trials")) >= 1, what="a stored pack")
+    wait_for(lambda: len(parquet_files(results, "slow", "trials")) >= 1, what="a stored pack")
     first.send_signal(signal.SIGKILL)
     first.wait(timeout=60)
     second = cli_subprocess(["run", sweep, "--results", results, "--executor", "local"],
@@ -99,7 +87,7 @@ def test_a_killed_drivers_lease_is_taken_over_and_every_trial_stored_once(tmp_pa
 def test_an_interrupt_stores_what_finished_says_so_and_resumes(tmp_path, signum, status):
     sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
     driver = _start(sweep, results)
-    _wait_for(lambda: _training(results, "slow"), what="a running pack")
+    wait_for(lambda: running_packs(results, "slow"), what="a running pack")
     driver.send_signal(signum)
     out, err = driver.communicate(timeout=300)
     assert driver.returncode == status, err
@@ -114,16 +102,19 @@ def test_an_interrupt_stores_what_finished_says_so_and_resumes(tmp_path, signum,
     _stored_once(results, "slow", 4)
 
 
-def test_a_second_interrupt_abandons_the_running_pack(tmp_path):
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_second_interrupt_abandons_the_running_pack(tmp_path, signum, status):
     sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
     driver = _start(sweep, results)
-    _wait_for(lambda: _training(results, "slow"), what="a running pack")
-    driver.send_signal(signal.SIGINT)
+    wait_for(lambda: running_packs(results, "slow"), what="a running pack")
+    driver.send_signal(signum)
     time.sleep(0.2)
-    driver.send_signal(signal.SIGINT)
+    driver.send_signal(signum)
     out, err = driver.communicate(timeout=120)
-    assert driver.returncode == 130 and "Traceback" not in err
-    assert "interrupted" in err.strip().splitlines()[-1]
+    assert driver.returncode == status and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == ("interrupted: the running packs were abandoned "
+                                            "(nothing of them stored); run the same command "
+                                            "to resume")
     assert not parquet_files(results, "slow", "trajectories") or parquet_files(
         results, "slow", "trials")  # nothing half-stored
 

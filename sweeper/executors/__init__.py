@@ -20,6 +20,8 @@ asks which executor it has. The contract of an `Executor`:
   exactly one of `finished` (results, possibly early-stopped), `failed` (the code raised on
   every attempt) or `lost` (its worker kept dying: nothing stored, pending for the next run).
   The sink stores the results, then tells the strategy (`sweeper.recording.Feedback`).
+  An error while the sink stores a pack (`base.store_step`) ends `run`: a write error as it is,
+  any other as a one-line `StoreStepError`; never a pack trained again because of it.
 - While a pack trains, an executor may report the evaluation step its workers reached,
   `sink.progressed(specs, step)`, cheaply and throttled (the local executor from its report
   callback; Ray workers with a small `tune.report` at most every `PROGRESS_EVERY_S`): the

@@ -4,7 +4,14 @@ package's `__init__`, so that an executor module never imports the package that 
 
 from __future__ import annotations
 
+import os
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
+
+from sweeper.errors import StoreStepError
+from sweeper.results.errors import ResultsWriteError
 
 if TYPE_CHECKING:
     from sweeper.results import Store
@@ -56,6 +63,30 @@ class Executor(Protocol):
     def capacity(self, sweep: SweepFile) -> int: ...
 
     def run(self, sweep: SweepFile, strategy: Strategy, sink: PackSink) -> None: ...
+
+
+@contextmanager
+def store_step() -> Iterator[None]:
+    """Where an executor hands a trained pack to its sink (stored, then told): any error there
+    ends the sweep. A write error stays as it is; any other becomes a `StoreStepError` naming
+    it in one line (why: its docstring). Executors let it out of `run` (Ray: at Tune's next step,
+    not from a trial's callback, where Tune would take it for the trial's failure)."""
+    try:
+        yield
+    except (ResultsWriteError, StoreStepError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the sweep must stop
+        raise StoreStepError(f"storing a trained pack failed: {_one_line(exc)}; the sweep "
+                             "stopped (what was stored stays; the same command resumes)"
+                             ) from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    """`KeyError: 'x' (at recording.py:231)`: the error and where it was raised."""
+    text = " ".join(str(exc).split())
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}{': ' + text if text else ''}{where}"
 
 
 def nothing_proposed(strategy: Strategy) -> RuntimeError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import SweeperInputError
-from sweeper.executors.base import PackSink, nothing_proposed, progress_reporter
+from sweeper.executors.base import PackSink, nothing_proposed, progress_reporter, store_step
 from sweeper.workers import execute_pack_with_retries
 
 if TYPE_CHECKING:
@@ -54,7 +54,8 @@ class LocalExecutor:
         sink.started(specs)
         outcome = execute_pack_with_retries([s.config() for s in specs], device, self.threads,
                                             retries, progress_reporter(sink, specs))
-        if outcome.error is not None:
-            sink.failed(specs, outcome.error, outcome.attempts)
-        else:
-            sink.finished(specs, outcome.results, outcome.attempts)
+        with store_step():
+            if outcome.error is not None:
+                sink.failed(specs, outcome.error, outcome.attempts)
+            else:
+                sink.finished(specs, outcome.results, outcome.attempts)

@@ -14,7 +14,9 @@ unless TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1; with a custom searcher Tune keeps o
 pending unless `max_concurrent_trials` is set, which wraps the searcher in a
 ConcurrencyLimiter allowing that many; Tune pickles its searcher and callbacks into its own
 experiment state (for a Tune resume sweeper never uses), so their driver-side state (a study's
-database connection) stays out of the pickle.
+database connection) stays out of the pickle; `ray.init` (embedded or `--address`) sets SIGTERM
+handlers of its own (a SystemExit, then a C-level stack dump) over the driver's, which are kept
+(`_keeping_signal_handlers`).
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ import logging
 import math
 import os
 import shutil
+import signal
 import socket
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -43,8 +48,12 @@ from ray.tune.search import Searcher  # noqa: E402
 
 from sweeper.cells import cell_specs  # noqa: E402
 from sweeper.errors import SweeperInputError  # noqa: E402
-from sweeper.executors.base import PROGRESS_EVERY_S, PackSink, nothing_proposed  # noqa: E402
-from sweeper.results.errors import ResultsWriteError  # noqa: E402
+from sweeper.executors.base import (  # noqa: E402
+    PROGRESS_EVERY_S,
+    PackSink,
+    nothing_proposed,
+    store_step,
+)
 from sweeper.search_space import SweepFile  # noqa: E402
 from sweeper.spec import TrialResult, TrialSpec  # noqa: E402
 from sweeper.strategies import Strategy  # noqa: E402
@@ -292,15 +301,14 @@ class _StoreCallback(tune.Callback):
         self.rows: dict[str, list] = {}
         self.final: dict[str, dict] = {}
         self.started: set[str] = set()
-        self.fatal: ResultsWriteError | None = None  # the store failed: end the experiment
+        self.fatal: Exception | None = None  # a store step failed: end the experiment
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("searcher", "sink", "fatal")}
 
     def on_step_end(self, iteration, trials, **info):
-        """A store that cannot write ends the run here: raised inside a trial's callback, Tune
-        would take it for the trial's failure and train the pack again. Otherwise the
-        driver's heartbeat in its progress file (throttled by the sink)."""
+        """A failed store step ends the run here (`_storing`). Otherwise the driver's heartbeat
+        in its progress file (throttled by the sink)."""
         if self.fatal is not None:
             raise self.fatal
         heartbeat = getattr(self.sink, "heartbeat", None)
@@ -328,11 +336,21 @@ class _StoreCallback(tune.Callback):
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.rows.pop(trial.trial_id, None)  # the retry starts again from step 0
 
-    def on_trial_complete(self, iteration, trials, trial, **info):
+    def _storing(self, step: Callable[[], None]) -> None:
+        """Run a store step (`base.store_step`: any error ends the sweep) unless one failed
+        already (the sweep is stopping: nothing more is stored). Its error waits for
+        `on_step_end`: raised inside a trial's callback, Tune would take it for the trial's
+        failure and train the pack again, for ever, meeting the same error each time."""
+        if self.fatal is not None:
+            return
         try:
-            self._store(trial)
-        except ResultsWriteError as exc:
-            self.fatal = self.fatal or exc
+            with store_step():
+                step()
+        except Exception as exc:  # noqa: BLE001 - store_step made it the sweep's end
+            self.fatal = exc
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._storing(lambda: self._store(trial))
 
     def _store(self, trial) -> None:
         specs = self.searcher.packs.pop(trial.trial_id)
@@ -356,7 +374,10 @@ class _StoreCallback(tune.Callback):
         for the next run."""
         if trial.trial_id in self.final:  # its results (or its code's error) arrived first
             self.on_trial_complete(iteration, trials, trial)
-            return
+        else:
+            self._storing(lambda: self._retry_or_lose(trial))
+
+    def _retry_or_lose(self, trial) -> None:
         self.rows.pop(trial.trial_id, None)
         pack = self.searcher.packs[trial.trial_id]
         if self.searcher.retry(trial.trial_id, getattr(trial, "num_failures", 1)) is None:
@@ -403,12 +424,14 @@ class RayTuneExecutor:
     def __enter__(self) -> RayTuneExecutor:
         logging.getLogger("ray").setLevel(logging.ERROR)
         logging.getLogger("ray.tune").setLevel(logging.ERROR)
-        if self.address is None:
-            ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False,
-                     _node_ip_address="127.0.0.1", configure_logging=False,
-                     log_to_driver=self.verbose)
-        else:
-            ray.init(address=self.address, configure_logging=False, log_to_driver=self.verbose)
+        with _keeping_signal_handlers():
+            if self.address is None:
+                ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False,
+                         _node_ip_address="127.0.0.1", configure_logging=False,
+                         log_to_driver=self.verbose)
+            else:
+                ray.init(address=self.address, configure_logging=False,
+                         log_to_driver=self.verbose)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -456,6 +479,37 @@ class RayTuneExecutor:
                 raise store_callback.fatal
         finally:
             shutil.rmtree(storage, ignore_errors=True)
+
+
+@contextmanager
+def _keeping_signal_handlers() -> Iterator[None]:
+    """Keep, while Ray starts and after, the SIGINT and SIGTERM handlers the driver set in
+    Python (`sweeper.interrupts`: stop once the running packs are stored, exit 130 / 143), so
+    that a signal stops a run the same on every executor. Where the driver set none, Ray's
+    stay (they stop the processes Ray started).
+
+    `ray.init` sets a SIGTERM handler that raises SystemExit at whatever line runs (even in a
+    finaliser, where it is lost), through `ray._private.utils.set_sigterm_handler`: that setter
+    does nothing while Ray starts. Its core worker then adds a C-level handler (a stack dump,
+    status 1 or an abort) that no Python call sees: the handlers are set again once Ray has
+    started. Only a SIGTERM in those last moments of the start is Ray's.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers are the main thread's to set: Ray sets none from here either
+        return
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    utils = ray._private.utils
+    setter = getattr(utils, "set_sigterm_handler", None)
+    if setter is not None and callable(handlers[signal.SIGTERM]):
+        utils.set_sigterm_handler = lambda handler: None
+    try:
+        yield
+    finally:
+        if setter is not None:
+            utils.set_sigterm_handler = setter
+        for signum, handler in handlers.items():
+            if callable(handler):
+                signal.signal(signum, handler)
 
 
 def _scheduler(sweep: SweepFile) -> tuple[Any, str | None, str | None]:

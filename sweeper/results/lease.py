@@ -44,6 +44,10 @@ class LeaseHeld(ResultsInputError):
     """Another driver holds the sweep (exit status 2)."""
 
 
+class WaitStopped(Exception):
+    """The caller's `stop` was set while it waited for the lease (a signal): nothing taken."""
+
+
 def _holder(token: str) -> dict[str, Any]:
     now = time.time()
     return {"host": socket.gethostname(), "pid": os.getpid(), "started": now,
@@ -80,10 +84,12 @@ class Lease:
         self.release()
 
 
-def acquire(store: Any, sweep: str, wait: bool = False, stream=None) -> Lease:
+def acquire(store: Any, sweep: str, wait: bool = False, stream=None,
+            stop: threading.Event | None = None) -> Lease:
     """Take the sweep's lease, or raise `LeaseHeld` naming the holder; with `wait`, poll until
-    it is free (saying once that it waits)."""
+    it is free (saying once that it waits), or until `stop` is set (`WaitStopped`)."""
     stream = sys.stderr if stream is None else stream
+    stop = threading.Event() if stop is None else stop
     told = False
     while True:
         try:
@@ -95,7 +101,8 @@ def acquire(store: Any, sweep: str, wait: bool = False, stream=None) -> Lease:
                 stream.write(f"waiting: {str(held).split('; allowed')[0]}\n")
                 stream.flush()
                 told = True
-            time.sleep(WAIT_POLL_S)
+            if stop.wait(WAIT_POLL_S):
+                raise WaitStopped(sweep) from None
             continue
         if lease.took_over is not None:
             stream.write(f"note: took over the lease of sweep {sweep} from "
