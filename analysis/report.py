@@ -190,7 +190,7 @@ def _phase_section(phase: PhaseDiagram, figures: dict[str, Figure],
     body = [phase_html,
             _figure_html(figures["regimes"], "regimes", "Regime of every cell"),
             "<h3>Cells per regime</h3>", _table(counts),
-            *([_figure_html(figures["trial_regimes"], "trial-regimes",
+            *([_figure_html(figures["trial_regimes"], "trial_regimes",
                             f"Which solution each cell's seeds found ({phase.regime_column}): "
                             "the most common colours the cell, every count is written in it")]
               if "trial_regimes" in figures else []),
