@@ -150,6 +150,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     from sweeper.results.store import check_writable
 
     check_writable(store)
+    store.read_manifest(spec.name)  # a damaged one is refused (one line) before any write
     memory = None
     if address is None:  # the trials train on this machine (a cluster's nodes may differ)
         memory = check_memory(spec, plan.specs, pack_size or spec.pack_size)
@@ -160,6 +161,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     from sweeper.results.lease import acquire
 
     with stop_on_signals(stream) as stop, acquire(store, spec.name, wait=wait, stream=stream):
+        store.recover(spec.name)  # damaged files moved aside (one line each) before any read
         if address is None:  # under the lease: a second driver is refused at once, not after
             prepare_native_kernels(spec, plan, store)  # a first build of the kernels
         with runner:

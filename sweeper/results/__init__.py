@@ -13,6 +13,9 @@ The contract, as each part's module states it:
 - **Schemas** (`schema`): built from the parameter declarations of tasks and models and the
   metric declarations (`Metric`) of each family; `TABLE_SCHEMA_VERSION` in every file;
   older versions stay readable (`LEGACY_COLUMNS`).
+- **Conformance** (`conformance`): which whole Parquet files are a table's; a foreign one (a
+  required column missing, a column of another kind) is a damaged file, skipped by readers and
+  moved aside by recovery.
 - **Outcomes** (`rules`, `outcomes`): rules that families declare as data (`OutcomeRule`),
   one vectorised evaluation of them, thresholds as parameters; the trainer stores what it
   gives at the defaults; `OUTCOME_COLUMNS` are stored in every trials table.
