@@ -26,7 +26,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from sweeper.results import check_sweep_name, pack_of_file
-from sweeper.results.conformance import unified_schema
+from sweeper.results.conformance import Footer, unified_schema
 from sweeper.results.reading import (
     current_names,
     list_sweeps,
@@ -53,7 +53,7 @@ class Sweep:
     manifest: dict
     files: dict[str, list[str]]
     _fragments: dict[str, ds.ParquetFileFragment] = field(default_factory=dict, repr=False)
-    _checked: dict[str, pa.Schema] = field(default_factory=dict, repr=False)  # footers read
+    _checked: dict[str, Footer] = field(default_factory=dict, repr=False)  # footers read
     _accepted: set[str] = field(default_factory=set, repr=False)  # trajectories files read
     # failed trials a later attempt stored (their failed rows do not count: sweeper.results)
     superseded: frozenset[str] = frozenset()

@@ -20,7 +20,7 @@ from sweep_helpers import TINY, cli, cli_subprocess, parquet_files, variant, wri
 
 import analysis
 from sweeper.results import Store, reading
-from sweeper.results.conformance import file_problem, foreign_files, unified_schema
+from sweeper.results.conformance import Footer, file_problem, foreign_files, read_as
 from sweeper.results.reading import QUARANTINE
 
 SWEEP = "copy"
@@ -61,6 +61,10 @@ def _schema(metadata: dict | None = None, **columns: pa.DataType) -> pa.Schema:
     return pa.schema(list(fields.items()), metadata=metadata or BY_SWEEPER)
 
 
+def _footers(schemas: dict[str, pa.Schema]) -> dict[str, Footer]:
+    return {path: Footer.of(schema) for path, schema in schemas.items()}
+
+
 # ---------------------------------------------------------------- what counts as foreign
 
 @pytest.mark.parametrize(("table", "schema", "why"), [
@@ -86,7 +90,7 @@ def test_a_file_without_a_required_column_or_of_another_kind_is_foreign(table, s
 def test_a_column_of_another_kind_than_the_sweeps_other_files_is_foreign():
     usual = {f"p{i}": _schema(**{"task.length": pa.int64()}) for i in range(3)}
     odd = _schema(**{"task.length": pa.string()})
-    foreign = foreign_files({**usual, "odd": odd}, "trials")
+    foreign = foreign_files(_footers({**usual, "odd": odd}), "trials")
     assert list(foreign) == ["odd"]
     assert "column 'task.length' holds string, where the sweep's other files hold numbers" \
         in foreign["odd"]
@@ -95,7 +99,7 @@ def test_a_column_of_another_kind_than_the_sweeps_other_files_is_foreign():
 def test_files_sweeper_wrote_outvote_a_file_it_did_not_write():
     ours = _schema(**{"task.length": pa.int64()})
     theirs = _schema({b"pandas": b"{}"}, **{"task.length": pa.string()})
-    assert list(foreign_files({"ours": ours, "theirs": theirs}, "trials")) == ["theirs"]
+    assert list(foreign_files(_footers({"ours": ours, "theirs": theirs}), "trials")) == ["theirs"]
 
 
 def test_older_and_newer_files_conform_and_read_as_one_schema():
@@ -108,8 +112,8 @@ def test_older_and_newer_files_conform_and_read_as_one_schema():
         "wide": _schema(**{"train.lr": pa.float64(), "task.length": pa.float64()}),
         "nulls": _schema(**{"train.lr": pa.null(), "task.length": pa.null()}),
     }
-    assert foreign_files(schemas, "trials") == {}
-    merged = unified_schema(list(schemas.values()))
+    assert foreign_files(_footers(schemas), "trials") == {}
+    merged = read_as(_footers(schemas).values())
     assert merged.field("task.length").type == pa.float64()
     assert {"optim.lr", "train.lr", "shared_with", "final_mass_onset"} <= set(merged.names)
 

@@ -24,7 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from sweeper.results import DEFAULT_THRESHOLDS, SUCCESS_OUTCOMES
-from sweeper.results.conformance import unified_schema
+from sweeper.results.conformance import Footer, read_as
 from sweeper.results.layout import COMPACT_PREFIX, part_name
 from sweeper.results.reading import (
     current_names,
@@ -82,7 +82,7 @@ class SweepView:
         self.summary: CellSummary | None = None
         self.names: tuple[str, ...] | None = None  # committed trials files the summary covers
         self.revision = 0
-        self._checked: dict[str, pa.Schema] = {}  # footers read (files are immutable)
+        self._checked: dict[str, Footer] = {}  # footers read (files are immutable)
         self._trials: pd.DataFrame | None = None
         self._trial_names: set[str] = set()
         self._manifest: dict = {}
@@ -100,9 +100,9 @@ class SweepView:
             warn_damaged(path, why)
         return [path.rsplit("/", 1)[1] for path in scan.files["trials"]]
 
-    def trajectory_schemas(self, names: Iterable[str]) -> dict[str, pa.Schema]:
+    def trajectory_footers(self, names: Iterable[str]) -> dict[str, Footer]:
         """The trajectories files of these names that are whole files of the table, with their
-        schemas (`conforming`); a damaged or foreign one is left out with one warning line."""
+        footers (`conforming`); a damaged or foreign one is left out with one warning line."""
         stored = part_files(self.fs, f"{self.folder}/trajectories")
         wanted = {f"{self.folder}/trajectories/{n}": stored[n] for n in names if n in stored}
         damaged: dict[str, str] = {}
@@ -344,8 +344,8 @@ class SweepView:
     def metrics(self) -> list[str]:
         """The scalar trajectory columns (from one file's schema)."""
         for name in self.committed():  # the first readable file's (a damaged one is skipped)
-            for schema in self.trajectory_schemas([name]).values():
-                return [f.name for f in schema if f.name not in ("trial_id", "step")
+            for footer in self.trajectory_footers([name]).values():
+                return [f.name for f in footer.schema if f.name not in ("trial_id", "step")
                         and pa.types.is_floating(f.type)]
         return []
 
@@ -363,12 +363,12 @@ class SweepView:
                 set(source.values()))]], ignore_index=True)
         names = set(self.names or self.committed())
         packs = set(trials["pack_id"].dropna()) if "pack_id" in trials.columns else set()
-        schemas = self.trajectory_schemas(n for n in sorted(names) if n.startswith(COMPACT_PREFIX)
+        footers = self.trajectory_footers(n for n in sorted(names) if n.startswith(COMPACT_PREFIX)
                                           or n in {part_name(p) for p in packs})
-        if not schemas:
+        if not footers:
             return {}
-        data = ds.dataset(list(schemas), filesystem=self.fs, format="parquet",
-                          schema=unified_schema(list(schemas.values())))
+        data = ds.dataset(list(footers), filesystem=self.fs, format="parquet",
+                          schema=read_as(footers.values()))
         have = set(data.schema.names)
         wanted = [m for m in metrics if m in have]
         table = data.to_table(columns=["trial_id", "step", *wanted],

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import pyarrow as pa
 
@@ -78,6 +79,24 @@ def signature(schema: pa.Schema) -> Signature:
     return tuple((f.name, column_kind(f.type)) for f in schema)
 
 
+@dataclass(frozen=True)
+class Footer:
+    """What a file's footer says, worked out once per file (files are immutable, and a store
+    scans its folder many times a run): its schema; its shape, all its conformance depends on
+    (its columns' kinds, whether sweeper wrote it, its list metadata); its exact types."""
+
+    schema: pa.Schema
+    shape: tuple[Signature, bool, tuple[bytes, ...]]
+    types: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, schema: pa.Schema) -> Footer:
+        metadata = schema.metadata or {}
+        shape = (signature(schema), SWEEPER_KEY in metadata,
+                 tuple(metadata.get(key, b"[]") for key in LIST_KEYS))
+        return cls(schema, shape, tuple((f.name, str(f.type)) for f in schema))
+
+
 def file_problem(schema: pa.Schema, table: str) -> str | None:
     """Why one file's schema cannot be its table's (a missing required column, a column named
     twice, a typed column of another kind), or None."""
@@ -111,17 +130,16 @@ def _kind_problem(field: pa.Field, expected: str) -> str:
     return f"a foreign file: column {field.name!r} holds {field.type}, {expected}"
 
 
-def foreign_files(schemas: Mapping[str, pa.Schema], table: str) -> dict[str, str]:
-    """The files among `schemas` (path -> schema) that are not the table's: path -> why.
+def foreign_files(footers: Mapping[str, Footer], table: str) -> dict[str, str]:
+    """The files among `footers` (path -> Footer) that are not the table's: path -> why.
     The files that pass `file_problem` vote, per column, for the kind it holds. Files of one
     shape are judged once (a sweep of 10,000 packs has a handful of shapes)."""
     shapes: dict[tuple, list[str]] = {}
-    for path, schema in schemas.items():
-        shape = (signature(schema), _by_sweeper(schema), _list_metadata(schema))
-        shapes.setdefault(shape, []).append(path)
-    first = {shape: schemas[paths[0]] for shape, paths in shapes.items()}
+    for path, footer in footers.items():
+        shapes.setdefault(footer.shape, []).append(path)
+    first = {shape: footers[paths[0]].schema for shape, paths in shapes.items()}
     why = {shape: file_problem(schema, table) for shape, schema in first.items()}
-    usual = _usual_kinds({shape: (first[shape], len(paths)) for shape, paths in shapes.items()
+    usual = _usual_kinds({shape: len(paths) for shape, paths in shapes.items()
                           if why[shape] is None})
     for shape, schema in first.items():
         why[shape] = why[shape] or _unusual_kind(schema, usual)
@@ -136,24 +154,15 @@ def _unusual_kind(schema: pa.Schema, usual: Mapping[str, Kind]) -> str | None:
     return None
 
 
-def _by_sweeper(schema: pa.Schema) -> bool:
-    """Whether sweeper wrote the file: its metadata names the tables' version."""
-    return SWEEPER_KEY in (schema.metadata or {})
-
-
-def _list_metadata(schema: pa.Schema) -> tuple[bytes, ...]:
-    return tuple((schema.metadata or {}).get(key, b"[]") for key in LIST_KEYS)
-
-
-def _usual_kinds(shapes: Mapping[tuple, tuple[pa.Schema, int]]) -> dict[str, Kind]:
-    """Per column, the kind most files hold (shape -> a schema and its count of files):
-    files sweeper wrote outvote the others; a tie goes to the kind named first, so that every
-    reader chooses alike."""
+def _usual_kinds(shapes: Mapping[tuple, int]) -> dict[str, Kind]:
+    """Per column, the kind most files hold (shape -> its count of files): files sweeper wrote
+    outvote the others; a tie goes to the kind named first, so that every reader chooses
+    alike."""
     votes: Counter[tuple[str, Kind]] = Counter()
-    total = sum(count for _, count in shapes.values())
-    for schema, count in shapes.values():
-        weight = count * (1 + total * _by_sweeper(schema))
-        for name, kind in set(signature(schema)):
+    total = sum(shapes.values())
+    for (columns, by_sweeper, _), count in shapes.items():
+        weight = count * (1 + total * by_sweeper)
+        for name, kind in set(columns):
             if kind is not None:
                 votes[name, kind] += weight
     usual: dict[str, tuple[int, str]] = {}
@@ -163,14 +172,19 @@ def _usual_kinds(shapes: Mapping[tuple, tuple[pa.Schema, int]]) -> dict[str, Kin
     return {name: kind for name, (_, kind) in usual.items()}
 
 
+def read_as(footers: Iterable[Footer]) -> pa.Schema:
+    """The schema a table's conforming files are read under (`unified_schema`), each distinct
+    set of types unified once."""
+    return unified_schema(list({f.types: f.schema for f in footers}.values()))
+
+
 def unified_schema(schemas: list[pa.Schema]) -> pa.Schema:
     """The schema every one of a table's (conforming) files is read under: the permissive
     union of theirs (a column some files lack is null there; int and float read as float),
     with the first file's metadata. Raises ArrowTypeError or ArrowInvalid when kinds differ,
     which `foreign_files` rules out."""
-    distinct = list({tuple((f.name, str(f.type)) for f in s): s for s in schemas}.values())
-    if not distinct:
+    if not schemas:
         return pa.schema([])
-    merged = pa.unify_schemas([s.remove_metadata() for s in distinct],
+    merged = pa.unify_schemas([s.remove_metadata() for s in schemas],
                               promote_options="permissive")
     return merged.with_metadata(schemas[0].metadata)

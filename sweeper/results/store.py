@@ -37,7 +37,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from sweeper.results.conformance import foreign_files, unified_schema
+from sweeper.results.conformance import Footer, foreign_files, read_as
 from sweeper.results.errors import ResultsInputError, ResultsWriteError
 from sweeper.results.layout import (
     COMPACT_PREFIX,
@@ -82,7 +82,7 @@ class FolderScan:
     schemas: dict[str, pa.Schema] = field(default_factory=dict)
 
 
-def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, pa.Schema] | None = None,
+def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, Footer] | None = None,
                 trajectories: bool = True) -> FolderScan:
     """Apply the commit rule to a sweep folder, reading each trials file's footer (its schema,
     and metadata that says what a compacted file replaces) and each committed trajectories
@@ -95,42 +95,44 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, pa.Schema] 
     damaged: dict[str, str] = {}
     trials = conforming(fs, {f"{folder}/trials/{n}": size for n, size in names["trials"].items()},
                         "trials", checked, damaged)
-    metadata = {path.rsplit("/", 1)[1]: schema.metadata or {} for path, schema in trials.items()}
+    metadata = {path.rsplit("/", 1)[1]: footer.schema.metadata or {}
+                for path, footer in trials.items()}
     chosen = committed_files({"trials": set(metadata), "trajectories": set(names["trajectories"])},
                              lambda n: replaces(metadata[n]))
     paths = {f"{folder}/trajectories/{n}": names["trajectories"][n]
              for n in chosen["trajectories"]}
-    schemas = {"trials": trials}
+    footers = {"trials": trials}
     if trajectories:
-        schemas["trajectories"] = conforming(fs, paths, "trajectories", checked, damaged)
+        footers["trajectories"] = conforming(fs, paths, "trajectories", checked, damaged)
     lost = {p.rsplit("/", 1)[1] for p in paths if p in damaged}
     kept = {t: [f"{folder}/{t}/{n}" for n in chosen[t] if n not in lost] for t in TABLES}
     superseded = frozenset(i for n in chosen["trials"] if n not in lost
                            for i in json.loads(metadata[n].get(b"sweeper.supersedes", b"[]")))
-    read_as = {t: unified_schema([found[p] for p in kept[t]]) for t, found in schemas.items()}
-    return FolderScan(kept, damaged, superseded, read_as)
+    schemas = {t: read_as(found[p] for p in kept[t]) for t, found in footers.items()}
+    return FolderScan(kept, damaged, superseded, schemas)
 
 
 def conforming(fs: pafs.FileSystem, files: Mapping[str, int | None], table: str,
-               checked: dict[str, pa.Schema], damaged: dict[str, str],
-               read_schema: Callable[[str], pa.Schema] | None = None) -> dict[str, pa.Schema]:
-    """The schemas of those of `files` (path -> size) that are whole Parquet files of the
+               checked: dict[str, Footer], damaged: dict[str, str],
+               read_schema: Callable[[str], pa.Schema] | None = None) -> dict[str, Footer]:
+    """The footers of those of `files` (path -> size) that are whole Parquet files of the
     table's schema (`conformance.foreign_files`); the others go to `damaged` (path -> why).
     Each footer is read once (`read_schema`, default pyarrow's) and kept in `checked` under
     its path and size (a retried pack may write its file again)."""
-    schemas: dict[str, pa.Schema] = {}
+    footers: dict[str, Footer] = {}
     for path, size in files.items():
         key = f"{path}:{size}"
         if key not in checked:
             try:
-                checked[key] = (read_schema or (lambda p: pq.read_schema(p, filesystem=fs)))(path)
+                schema = (read_schema or (lambda p: pq.read_schema(p, filesystem=fs)))(path)
             except (pa.ArrowException, OSError, ValueError) as exc:
                 damaged[path] = _why(exc)
                 continue
-        schemas[path] = checked[key]
-    foreign = foreign_files(schemas, table)
+            checked[key] = Footer.of(schema)
+        footers[path] = checked[key]
+    foreign = foreign_files(footers, table)
     damaged.update(foreign)
-    return {path: schema for path, schema in schemas.items() if path not in foreign}
+    return {path: footer for path, footer in footers.items() if path not in foreign}
 
 
 def without_superseded(superseded: frozenset[str]) -> ds.Expression | None:
@@ -210,7 +212,7 @@ class Store:
 
     put_object: Any = field(default=None, repr=False)  # S3: one PutObject per file
     # files whose footers were read (files are immutable: once is enough), damaged files warned of
-    _checked: dict[str, pa.Schema] = field(default_factory=dict, repr=False, compare=False)
+    _checked: dict[str, Footer] = field(default_factory=dict, repr=False, compare=False)
     _warned: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
