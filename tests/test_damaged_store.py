@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from sweep_helpers import TINY, cli_subprocess, parquet_files, write_sweep
+from sweep_helpers import TINY, cli_subprocess, mounted, parquet_files, unmount, write_sweep
 
 from sweeper.results import Store
 
@@ -116,16 +116,12 @@ def pq_rows(path) -> int:
 @pytest.fixture
 def small_disk(tmp_path):
     """A 200 KiB tmpfs (root only: skipped where mounting is not allowed), unmounted after."""
-    import os
-    import subprocess
-
     disk = tmp_path / "disk"
     disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs",
-                                            str(disk)], capture_output=True).returncode != 0:
+    if not mounted("-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)):
         pytest.skip("mounting a small tmpfs needs root")
     yield disk
-    subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    unmount(disk)
 
 
 def test_a_full_disk_is_one_line_keeps_what_was_stored_and_the_same_command_resumes(

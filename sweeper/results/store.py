@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 
 from sweeper.results.conformance import Footer, foreign_files, read_as
 from sweeper.results.errors import ResultsInputError, ResultsWriteError
+from sweeper.results.files import NOTHING_WRITTEN, could_not_write
 from sweeper.results.layout import (
     COMPACT_PREFIX,
     TABLES,
@@ -64,6 +65,9 @@ from sweeper.results.reading import (
 )
 from sweeper.results.records import Record, trajectories_table, trials_table
 from sweeper.results.schema import RUN_FIELDS, TABLE_SCHEMA_VERSION
+
+STORE_KEPT = ("what was stored before is kept: fix the cause and run the same command again "
+              "(it trains only what is missing)")
 
 
 @dataclass
@@ -270,10 +274,7 @@ class Store:
             if tmp is not None:
                 with contextlib.suppress(OSError, pa.ArrowException):
                     self.fs.delete_file(tmp)
-            why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
-            raise ResultsWriteError(f"could not write {path} ({why}); what was stored before "
-                                    "is kept: fix the cause and run the same command again "
-                                    "(it trains only what is missing)") from exc
+            raise could_not_write(path, exc, STORE_KEPT) from exc
 
     def _put_table(self, path: str, table: pa.Table, extra: dict[str, str] | None = None,
                    row_group_size: int | None = None) -> None:
@@ -289,12 +290,29 @@ class Store:
         named in the trials file's metadata, their failed rows stop counting once it commits.
         """
         pack = pack_id(r.trial_id for r in records)
-        name = part_name(pack)
-        self._put_table(self.path(sweep, "trajectories", name), trajectories_table(records))
         extra = {"supersedes": json.dumps(sorted(supersedes))} if supersedes else None
-        self._put_table(self.path(sweep, "trials", name),
-                        trials_table(records, sweep, pack, attempts, node_id), extra)
+        self._put_pair(sweep, part_name(pack), trajectories_table(records),
+                       trials_table(records, sweep, pack, attempts, node_id), extra)
         return pack
+
+    def _put_pair(self, sweep: str, name: str, trajectories: pa.Table, trials: pa.Table,
+                  extra: dict[str, str] | None, trajectories_extra: dict[str, str] | None = None,
+                  row_group_size: int | None = None) -> None:
+        """Two files of one name by the commit rule: the trajectories, then the trials file
+        that commits them. When the trials file cannot be written, the trajectories file just
+        written goes too, unless a trials file of that name commits it (a retried pack), so a
+        failed write leaves nothing it made (an orphan would never count; recovery would
+        delete it)."""
+        written = self.path(sweep, "trajectories", name)
+        self._put_table(written, trajectories, trajectories_extra, row_group_size)
+        try:
+            self._put_table(self.path(sweep, "trials", name), trials, extra)
+        except ResultsWriteError:
+            with contextlib.suppress(OSError, pa.ArrowException):
+                if self.fs.get_file_info(self.path(sweep, "trials", name)).type \
+                        != pafs.FileType.File:
+                    self.fs.delete_file(written)
+            raise
 
     def write_manifest(self, sweep: str, manifest: Mapping[str, Any]) -> None:
         old = self.read_manifest(sweep) or {}
@@ -401,15 +419,23 @@ class Store:
         names = {t: self._names(sweep, t) for t in TABLES}
         chosen = committed_files(names, lambda name: self._replaces(sweep, name))
         for table in TABLES:
-            for stale in sorted(names[table] - set(chosen[table])):
-                self.fs.delete_file(self.path(sweep, table, stale))
-                removed.append(self.path(sweep, table, stale))
+            stale = [self.path(sweep, table, name) for name in sorted(names[table]
+                                                                      - set(chosen[table]))]
             selector = pafs.FileSelector(self.path(sweep, table), allow_not_found=True)
-            for info in self.fs.get_file_info(selector):
-                if info.base_name.startswith(TEMP_PREFIX):
-                    self.fs.delete_file(info.path)
-                    removed.append(info.path)
+            stale += [info.path for info in self.fs.get_file_info(selector)
+                      if info.base_name.startswith(TEMP_PREFIX)]
+            for path in stale:
+                self._delete(path)
+                removed.append(path)
         return removed
+
+    def _delete(self, path: str) -> None:
+        """Delete a file of the store; one that cannot be deleted (a read-only folder) is one
+        line (ResultsWriteError)."""
+        try:
+            self.fs.delete_file(path)
+        except (OSError, pa.ArrowException) as exc:
+            raise could_not_write(path, exc, STORE_KEPT, "delete") from exc
 
     def _quarantine(self, sweep: str) -> list[str]:
         scan = scan_folder(self.fs, self.path(sweep), self._checked)
@@ -420,9 +446,11 @@ class Store:
                 source = self.path(sweep, table, name)
                 if self.fs.get_file_info(source).type != pafs.FileType.File:
                     continue
-                target = self.path(sweep, QUARANTINE, table, name)
-                self.fs.create_dir(self.path(sweep, QUARANTINE, table), recursive=True)
-                self.fs.move(source, target)
+                try:
+                    self.fs.create_dir(self.path(sweep, QUARANTINE, table), recursive=True)
+                    self.fs.move(source, self.path(sweep, QUARANTINE, table, name))
+                except (OSError, pa.ArrowException) as exc:
+                    raise could_not_write(source, exc, STORE_KEPT, "move aside") from exc
                 moved.append(source)
             warn(f"moved damaged {path} ({why}) and its pack's files to "
                  f"{self.path(sweep, QUARANTINE)}/; its trials will be trained again")
@@ -447,12 +475,10 @@ class Store:
         extra = {"replaces": json.dumps(trial_files)}
         group_rows = (64 * 1024 if row_groups is None
                       else max(1, -(-trajectories.num_rows // row_groups)))
-        self._put_table(self.path(sweep, "trajectories", name), trajectories, extra,
-                        row_group_size=group_rows)
-        self._put_table(self.path(sweep, "trials", name), trials, extra)
+        self._put_pair(sweep, name, trajectories, trials, extra, extra, group_rows)
         for table in TABLES:  # trials first: the pack is then uncommitted
             for old in trial_files:
-                self.fs.delete_file(self.path(sweep, table, old))
+                self._delete(self.path(sweep, table, old))
         return len(trial_files), trials.num_rows
 
 
@@ -472,7 +498,10 @@ def _local_root(uri: str) -> str:
 
 def check_writable(store: Store) -> None:
     """Before a run writes anything: a local results folder (or its nearest existing parent)
-    must be writable; one line otherwise. Object stores answer at the first write."""
+    must be a folder (not under /proc, /sys, /dev: an input error, exit 2) that this user can
+    write (else one line, exit 1: a read-only filesystem or a folder's permissions, as a
+    write that fails). Object stores answer at the first write."""
+    import errno
     import os
 
     if not store.is_local:
@@ -480,9 +509,13 @@ def check_writable(store: Store) -> None:
     probe = store.root
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)
-    if not os.access(probe, os.W_OK | os.X_OK) or probe.startswith(("/proc", "/sys", "/dev")):
+    if probe.startswith(("/proc", "/sys", "/dev")):
         raise ResultsInputError(f"--results: got {store.uri!r}, but {probe!r} is not writable; "
                                 "allowed: a folder this user can write")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        code = errno.EROFS if os.statvfs(probe).f_flag & os.ST_RDONLY else errno.EACCES
+        raise could_not_write(probe, OSError(code, os.strerror(code)), NOTHING_WRITTEN,
+                              "write in")
 
 
 class FileStore(Store):
