@@ -83,17 +83,18 @@ def signature(schema: pa.Schema) -> Signature:
 class Footer:
     """What a file's footer says, worked out once per file (files are immutable, and a store
     scans its folder many times a run): its schema; its shape, all its conformance depends on
-    (its columns' kinds, whether sweeper wrote it, its list metadata); its exact types."""
+    (its columns' kinds, whether sweeper wrote it, whether its list metadata is readable);
+    its exact types."""
 
     schema: pa.Schema
-    shape: tuple[Signature, bool, tuple[bytes, ...]]
+    shape: tuple[Signature, bool, bool]
     types: tuple[tuple[str, str], ...]
 
     @classmethod
     def of(cls, schema: pa.Schema) -> Footer:
         metadata = schema.metadata or {}
-        shape = (signature(schema), SWEEPER_KEY in metadata,
-                 tuple(metadata.get(key, b"[]") for key in LIST_KEYS))
+        lists = all(_is_text_list(metadata.get(key, b"[]")) for key in LIST_KEYS)
+        shape = (signature(schema), SWEEPER_KEY in metadata, lists)
         return cls(schema, shape, tuple((f.name, str(f.type)) for f in schema))
 
 

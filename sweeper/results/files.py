@@ -43,10 +43,19 @@ def make_folders(folder: str | os.PathLike) -> list[str]:
         if parent == probe:
             break
         probe = parent
-    made = []
-    for path in reversed(missing):
-        os.mkdir(path)
-        made.append(path)
+    made: list[str] = []
+    try:
+        for path in reversed(missing):
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                if not os.path.isdir(path):
+                    raise
+                continue  # made by another process meanwhile: not this write's to remove
+            made.append(path)
+    except OSError:
+        remove_folders(made)  # a folder that cannot be made leaves none of its parents
+        raise
     return made
 
 

@@ -364,7 +364,7 @@ class Store:
 
     def _dataset(self, scan: FolderScan, table: str) -> ds.Dataset:
         """A table's committed files as one dataset, under the union of their schemas
-        (`conformance.unified_schema`: a column some files lack is null there, not lost when
+        (`conformance.read_as`: a column some files lack is null there, not lost when
         they come first) and, for trials, every run column (`RUN_FIELDS`: a column added since,
         shared_with, is null in older stores)."""
         schema = scan.schemas[table]
