@@ -14,7 +14,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sweeper.results.errors import ResultsInputError, closed_pipe_exit
+from sweeper.results.errors import ResultsInputError, ResultsWriteError, closed_pipe_exit
+from sweeper.results.files import write_whole_file
 from sweeper.results.outcomes import Thresholds
 
 from .errors import AnalysisInputError
@@ -33,6 +34,9 @@ def _one_line_errors(func: Callable[[argparse.Namespace], int]):
             message = " ".join(str(exc).split())
             print(f"sweeper {args.analysis_command}: error: {message}", file=sys.stderr)
             return 2
+        except ResultsWriteError as exc:  # an output on a full disk or a read-only folder
+            print(f"sweeper {args.analysis_command}: error: {exc}", file=sys.stderr)
+            return 1
     return run
 
 
@@ -230,11 +234,9 @@ def _write_cells(phase, path: Path) -> None:
 
 
 def _write_table(frame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".csv":
-        frame.to_csv(path, index=False)
-    else:
-        frame.to_json(path, orient="records")
+    text = (frame.to_csv(index=False) if path.suffix == ".csv"
+            else frame.to_json(orient="records"))
+    write_whole_file(path, text.encode())
 
 
 def _add_phase(subparsers) -> None:
@@ -405,10 +407,8 @@ def _write_stage2(args: argparse.Namespace, manifest: dict, classes) -> None:
               f"{args.heads - 1} bad + 1 good, the good head's position cycling; unseen: heads "
               "stage 1 never trained).\n# Read it with: sweeper heads RESULTS/"
               f"{sweep['name']} --classes {args.sweep_dir}\n")
-    path = Path(args.stage2)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(header + yaml.safe_dump(sweep, sort_keys=False, default_flow_style=None,
-                                            width=96))
+    path = write_whole_file(args.stage2, (header + yaml.safe_dump(
+        sweep, sort_keys=False, default_flow_style=None, width=96)).encode())
     print(f"wrote {path}: {sweep['name']}, {3 * sets} head sets x {len(args.data_seeds)} data "
           f"seeds = {3 * sets * len(args.data_seeds)} trials of {args.heads} heads")
 

@@ -26,13 +26,15 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from sweeper.results import check_sweep_name, pack_of_file
-from sweeper.results.reading import current_names, list_sweeps, read_manifest, to_frame
-from sweeper.results.store import (
-    parquet_tail_problem,
-    scan_folder,
+from sweeper.results.conformance import Footer, unified_schema
+from sweeper.results.reading import (
+    current_names,
+    list_sweeps,
+    read_manifest,
+    to_frame,
     warn_damaged,
-    without_superseded,
 )
+from sweeper.results.store import conforming, scan_folder, without_superseded
 
 from . import where as where_lang
 from .errors import AnalysisInputError, unknown_column
@@ -51,25 +53,28 @@ class Sweep:
     manifest: dict
     files: dict[str, list[str]]
     _fragments: dict[str, ds.ParquetFileFragment] = field(default_factory=dict, repr=False)
-    _checked: set[str] = field(default_factory=set, repr=False)
+    _checked: dict[str, Footer] = field(default_factory=dict, repr=False)  # footers read
+    _accepted: set[str] = field(default_factory=set, repr=False)  # trajectories files read
     # failed trials a later attempt stored (their failed rows do not count: sweeper.results)
     superseded: frozenset[str] = frozenset()
 
     def readable(self, paths: Iterable[str]) -> list[str]:
-        """The trajectories files among `paths` that are whole Parquet files; a damaged one is
-        left out of this sweep with a one-line warning (checked when first read)."""
-        out = []
-        for p in paths:
-            if p not in self._checked:
-                problem = parquet_tail_problem(self.filesystem, p)
-                if problem is not None:
-                    warn_damaged(p, problem)
-                    self.files["trajectories"] = [f for f in self.files["trajectories"]
-                                                  if f != p]
-                    continue
-                self._checked.add(p)
-            out.append(p)
-        return out
+        """The trajectories files among `paths` that are whole Parquet files of the table's
+        schema (`sweeper.results.store.conforming`, the files read before voting too); a
+        damaged or foreign one is left out of this sweep with a one-line warning. A footer is
+        read when its file is first wanted, never for the whole sweep."""
+        paths = list(paths)
+        damaged: dict[str, str] = {}
+        wanted = dict.fromkeys([*sorted(self._accepted), *paths])
+        accepted = conforming(self.filesystem, wanted, "trajectories", self._checked, damaged,
+                              lambda p: self.fragments([p])[0].physical_schema)
+        for path, why in damaged.items():
+            warn_damaged(path, why)
+        if damaged:
+            self.files["trajectories"] = [f for f in self.files["trajectories"]
+                                          if f not in damaged]
+        self._accepted = set(accepted)
+        return [p for p in paths if p in accepted]
 
     def fragments(self, paths: Iterable[str]) -> list[ds.ParquetFileFragment]:
         """Fragments for paths; each file's footer is read at most once per Sweep."""
@@ -144,7 +149,7 @@ def _open_sweep(fs: pafs.FileSystem, root: str, name: str) -> Sweep:
         raise AnalysisInputError(
             f"no sweep {name!r} under {root!r}; available sweeps: {', '.join(found) or '(none)'}")
     scan = _scan(fs, folder)
-    return Sweep(name, fs, folder, read_manifest(fs, folder) or {}, scan.files,
+    return Sweep(name, fs, folder, read_manifest(fs, folder, reader=True) or {}, scan.files,
                  superseded=scan.superseded)
 
 
@@ -164,10 +169,9 @@ def _scan(fs: pafs.FileSystem, folder: str):
 # ---------------------------------------------------------------- scanning
 
 def _unify(schemas: Sequence[pa.Schema]) -> pa.Schema:
-    if not schemas:
-        return pa.schema([])
+    """Several sweeps' schemas as one (a sweep's own files agree: `sweeper.results`)."""
     try:
-        return pa.unify_schemas(list(schemas), promote_options="permissive")
+        return unified_schema(list(schemas))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise AnalysisInputError(f"the sweeps' files disagree on column types: {exc}") from exc
 

@@ -6,6 +6,7 @@ importing this module changes no global backend and drawing works on a headless 
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from sweeper.results import COUNTED_STATUSES
+from sweeper.results.files import write_whole_file
 
 from .axes import (  # noqa: F401 - the words for columns, re-exported for callers
     BOOLEAN_WORDS,
@@ -128,9 +130,9 @@ def save(fig: Figure, path: str | os.PathLike, dpi: int = 100) -> Path:
     if path.suffix.lower() not in FORMATS:
         raise AnalysisInputError(
             f"cannot save a figure as {path.name!r}: use one of {', '.join(FORMATS)}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, format=path.suffix.lower()[1:])
-    return path
+    buffer = io.BytesIO()  # drawn first: a full disk or a read-only folder leaves no half file
+    fig.savefig(buffer, dpi=dpi, format=path.suffix.lower()[1:])
+    return write_whole_file(path, buffer.getvalue())
 
 
 # ---------------------------------------------------------------- phase diagram

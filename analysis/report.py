@@ -16,12 +16,12 @@ import numbers
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from sweeper.results.files import write_whole_file
 from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds
 
 from . import plots
@@ -465,7 +465,5 @@ def make_report(results: Results, *, x: str | None = None, y: str | None = None,
 def write_report(results: Results, path: str | os.PathLike, **kwargs) -> Report:
     """Build the page and write it (UTF-8); returns the Report."""
     report = make_report(results, **kwargs)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report.html, encoding="utf-8")
+    write_whole_file(path, report.html.encode("utf-8"))
     return report

@@ -150,6 +150,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     from sweeper.results.store import check_writable
 
     check_writable(store)
+    store.read_manifest(spec.name)  # a damaged one is refused (one line) before any write
     memory = None
     if address is None:  # the trials train on this machine (a cluster's nodes may differ)
         memory = check_memory(spec, plan.specs, pack_size or spec.pack_size)
@@ -158,6 +159,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     for warning in calibration_warnings(spec, plan.specs):
         (stream or sys.stderr).write(warning + "\n")
     with stop_on_signals(stream) as stop, _lease(store, spec.name, wait, stream, stop):
+        store.recover(spec.name)  # damaged files moved aside (one line each) before any read
         if address is None:  # under the lease: a second driver is refused at once, not after
             prepare_native_kernels(spec, plan, store)  # a first build of the kernels
         with runner:

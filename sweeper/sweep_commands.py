@@ -39,10 +39,16 @@ SET_HELP = ("override the file: model.width=48 (a fixed value), model.heads=1,4 
 def _warn_if_refused(plan, store) -> None:
     """`plan` says so when `run` would refuse the file (a changed configuration)."""
     from sweeper.identity import check_same_study
+    from sweeper.results.reading import DamagedManifest
 
     sweep = plan.sweep
     try:
-        check_same_study(sweep, plan.identity, store.read_manifest(sweep.name), extend=False)
+        previous = store.read_manifest(sweep.name)
+    except DamagedManifest as exc:
+        print(f"warning: `sweeper run` will refuse this sweep: {exc}", file=sys.stderr)
+        return
+    try:
+        check_same_study(sweep, plan.identity, previous, extend=False)
     except SweeperInputError as exc:
         print(f"warning: `sweeper run` will refuse this file without --extend: {exc}",
               file=sys.stderr)
@@ -161,7 +167,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from sweeper.strategies import strategy_class
 
     name, store = _sweep_name_and_store(args)
-    manifest = store.read_manifest(name)
+    manifest = store.read_manifest(name, reader=True)  # damaged: warned of, read as {}
     if manifest is None:
         raise SweeperInputError(f"SWEEP: got {name!r}; no sweep of that name under {store.uri}")
     counts = store.status_counts(name)
@@ -203,7 +209,7 @@ def _driver(store, name: str, manifest: dict) -> tuple[str, str | None, float | 
 
 def cmd_compact(args: argparse.Namespace) -> int:
     name, store = _sweep_name_and_store(args)
-    if store.read_manifest(name) is None and not store.files(name, "trials"):
+    if store.read_manifest(name, reader=True) is None and not store.files(name, "trials"):
         raise SweeperInputError(f"SWEEP: got {name!r}; no sweep of that name under {store.uri}")
     from sweeper.results.lease import acquire
 

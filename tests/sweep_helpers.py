@@ -141,6 +141,26 @@ def wait_for(condition, timeout: float = 120.0, what: str = "a condition") -> No
     raise AssertionError(f"timed out waiting for {what}")
 
 
+# -- disks that fail: a small tmpfs, a read-only bind --------------------------------------
+def mounted(*argv: str) -> bool:
+    """`mount ARGV` (root only, where the container allows it); whether it was mounted. The
+    caller skips without it and unmounts (`unmount`) after."""
+    return os.geteuid() == 0 and subprocess.run(["mount", *argv],
+                                                capture_output=True).returncode == 0
+
+
+def unmount(folder: Path) -> None:
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def fill(disk: Path) -> None:
+    """Leave 0 bytes free on a mounted disk: one file takes what is left."""
+    with contextlib.suppress(OSError), open(disk / "filler", "wb") as f:
+        while True:
+            f.write(bytes(4096))
+            f.flush()
+
+
 # -- looking at a results root -------------------------------------------------------------
 def running_packs(results: Path, sweep: str) -> list[str]:
     """The packs a driver's progress file says are training (none before the file is written:

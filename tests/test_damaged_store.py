@@ -1,19 +1,40 @@
-"""A store with damaged files: truncated, garbage or empty `part-*.parquet` files are skipped by
-every reader with a one-line warning, and `sweeper run` moves them aside and trains their packs
-again, storing each trial once."""
+"""A store with damaged files: truncated, garbage or empty `part-*.parquet` files, and whole
+Parquet files of a foreign schema (other columns, or the same columns with other types), are
+skipped by every reader with a one-line warning, and `sweeper run` moves them aside and trains
+their packs again, storing each trial once."""
 
 from __future__ import annotations
 
+import io
+
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
-from sweep_helpers import TINY, cli_subprocess, parquet_files, write_sweep
+from sweep_helpers import TINY, cli_subprocess, mounted, parquet_files, unmount, write_sweep
 
 from sweeper.results import Store
+
+
+def _parquet(table: pa.Table) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink)
+    return sink.getvalue()
+
+
+def _other_types(data: bytes) -> bytes:
+    """The same file (columns, metadata) with its trial ids stored as numbers."""
+    table = pq.read_table(io.BytesIO(data))
+    ids = pa.array(range(table.num_rows), pa.int64())
+    return _parquet(table.set_column(table.column_names.index("trial_id"), "trial_id", ids))
+
 
 DAMAGES = {
     "truncated": lambda data: data[: len(data) // 2],
     "garbage": lambda data: bytes(range(256)) * 4,
     "empty": lambda data: b"",
+    "foreign columns": lambda data: _parquet(pa.table({"a": [1, 2], "b": ["x", "y"]})),
+    "foreign types": _other_types,
 }
 
 
@@ -64,16 +85,20 @@ def test_readers_skip_a_damaged_file_with_one_warning(sweep_results, tmp_path, t
     assert status.stdout.startswith("tiny: 3 done")  # the damaged pack counts as not stored
 
 
-@pytest.mark.parametrize("table", ["trials", "trajectories"])
+@pytest.mark.parametrize(("table", "damage"), [("trials", "truncated"),
+                                               ("trajectories", "truncated"),
+                                               ("trials", "foreign columns"),
+                                               ("trajectories", "foreign types")])
 def test_run_quarantines_a_damaged_file_and_trains_its_pack_again(sweep_results, tmp_path,
-                                                                    table):
+                                                                    table, damage):
     root, path = sweep_results
     results = _copy(root / "results", tmp_path / "results")
     victim = parquet_files(results, "tiny", table)[0]
-    victim.write_bytes(DAMAGES["truncated"](victim.read_bytes()))
+    victim.write_bytes(DAMAGES[damage](victim.read_bytes()))
     proc = cli_subprocess(["run", path, "--results", results, "--executor", "local"])
     assert proc.returncode == 0, proc.stderr
-    assert f"moved damaged {victim}" in proc.stderr
+    warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and f"moved damaged {victim}" in warnings[0], proc.stderr
     assert (results / "tiny" / "quarantine" / table / victim.name).exists()
     trials = pd.read_parquet(results / "tiny" / "trials")
     assert len(trials) == 4 and trials["trial_id"].is_unique
@@ -85,24 +110,18 @@ def test_run_quarantines_a_damaged_file_and_trains_its_pack_again(sweep_results,
 
 
 def pq_rows(path) -> int:
-    import pyarrow.parquet as pq
-
     return pq.read_metadata(path).num_rows
 
 
 @pytest.fixture
 def small_disk(tmp_path):
     """A 200 KiB tmpfs (root only: skipped where mounting is not allowed), unmounted after."""
-    import os
-    import subprocess
-
     disk = tmp_path / "disk"
     disk.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs",
-                                            str(disk)], capture_output=True).returncode != 0:
+    if not mounted("-t", "tmpfs", "-o", "size=200k", "tmpfs", str(disk)):
         pytest.skip("mounting a small tmpfs needs root")
     yield disk
-    subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+    unmount(disk)
 
 
 def test_a_full_disk_is_one_line_keeps_what_was_stored_and_the_same_command_resumes(

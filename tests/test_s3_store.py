@@ -213,3 +213,15 @@ def test_an_s3_lease_is_taken_once_and_a_stale_one_is_taken_over(store, monkeypa
     second.release()
     with lease.acquire(store, SWEEP) as third:
         assert third.took_over is None
+
+
+def test_an_s3_lease_that_cannot_be_written_is_one_line(s3, prefix):
+    """A refusal that is not another driver's lease (here: no such bucket) is a write that
+    failed, as on a full disk: one line, nothing held."""
+    from sweeper.results import lease
+    from sweeper.results.errors import ResultsWriteError
+
+    store = Store.open(s3.uri("no-such-bucket", prefix))
+    with pytest.raises(ResultsWriteError, match=r"could not write s3://no-such-bucket/.*"
+                                                 r"lease\.json \(.*NoSuchBucket"):
+        lease.acquire(store, SWEEP)

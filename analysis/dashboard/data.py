@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,12 +22,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
-from sweeper.results import DEFAULT_THRESHOLDS, SUCCESS_OUTCOMES, committed_files
-from sweeper.results.errors import ResultsInputError
+from sweeper.results import DEFAULT_THRESHOLDS, SUCCESS_OUTCOMES
+from sweeper.results.conformance import Footer, read_as
 from sweeper.results.layout import COMPACT_PREFIX, part_name
-from sweeper.results.reading import current_names, read_manifest, read_replaces, to_frame
+from sweeper.results.reading import (
+    current_names,
+    part_files,
+    read_manifest,
+    to_frame,
+    warn_damaged,
+)
+from sweeper.results.store import conforming, scan_folder
 from sweeper.results.summary import (
     CellSummary,
     current_summary,
@@ -36,7 +42,6 @@ from sweeper.results.summary import (
     read_progress,
     read_summary,
     read_trial_files,
-    trial_file_names,
 )
 
 from ..axes import METRIC_LABELS, axis_label, axis_scale, is_log_spaced, is_numeric, tick
@@ -77,7 +82,7 @@ class SweepView:
         self.summary: CellSummary | None = None
         self.names: tuple[str, ...] | None = None  # committed trials files the summary covers
         self.revision = 0
-        self._replaces: dict[str, list[str]] = {}
+        self._checked: dict[str, Footer] = {}  # footers read (files are immutable)
         self._trials: pd.DataFrame | None = None
         self._trial_names: set[str] = set()
         self._manifest: dict = {}
@@ -87,14 +92,24 @@ class SweepView:
 
     # ---------------------------------------------------------------- keeping up
     def committed(self) -> list[str]:
-        """The committed trials files, by the commit rule on one listing (the footer of a
-        compacted file is read once, for what it replaces)."""
-        def replaces(name: str) -> list[str]:
-            if name not in self._replaces:
-                self._replaces[name] = read_replaces(self.fs, f"{self.folder}/trials/{name}")
-            return self._replaces[name]
-        return committed_files({"trials": trial_file_names(self.fs, self.folder)},
-                               replaces)["trials"]
+        """The committed trials files (names), by the commit rule on one listing
+        (`scan_folder`: each file's footer read once); a damaged or foreign file is left out
+        with one warning line."""
+        scan = scan_folder(self.fs, self.folder, self._checked, trajectories=False)
+        for path, why in scan.damaged.items():
+            warn_damaged(path, why)
+        return [path.rsplit("/", 1)[1] for path in scan.files["trials"]]
+
+    def trajectory_footers(self, names: Iterable[str]) -> dict[str, Footer]:
+        """The trajectories files of these names that are whole files of the table, with their
+        footers (`conforming`); a damaged or foreign one is left out with one warning line."""
+        stored = part_files(self.fs, f"{self.folder}/trajectories")
+        wanted = {f"{self.folder}/trajectories/{n}": stored[n] for n in names if n in stored}
+        damaged: dict[str, str] = {}
+        readable = conforming(self.fs, wanted, "trajectories", self._checked, damaged)
+        for path, why in damaged.items():
+            warn_damaged(path, why)
+        return readable
 
     def refresh(self) -> int:
         """Bring the summary up to date (one listing when nothing landed); returns the
@@ -119,10 +134,7 @@ class SweepView:
     def manifest(self) -> dict:
         now = time.monotonic()
         if now - self._manifest_at > 5.0 or not self._manifest:
-            try:
-                self._manifest = read_manifest(self.fs, self.folder) or {}
-            except ResultsInputError:
-                self._manifest = {}
+            self._manifest = read_manifest(self.fs, self.folder, reader=True) or {}
             self._manifest_at = now
         return self._manifest
 
@@ -331,12 +343,11 @@ class SweepView:
 
     def metrics(self) -> list[str]:
         """The scalar trajectory columns (from one file's schema)."""
-        names = self.committed()
-        if not names:
-            return []
-        schema = pq.read_schema(f"{self.folder}/trajectories/{names[0]}", filesystem=self.fs)
-        return [f.name for f in schema if f.name not in ("trial_id", "step")
-                and pa.types.is_floating(f.type)]
+        for name in self.committed():  # the first readable file's (a damaged one is skipped)
+            for footer in self.trajectory_footers([name]).values():
+                return [f.name for f in footer.schema if f.name not in ("trial_id", "step")
+                        and pa.types.is_floating(f.type)]
+        return []
 
     def _curves(self, trials: pd.DataFrame, metrics: list[str]) -> dict:
         """Each trial's trajectory; a trial that shares an equivalent trial's training
@@ -352,11 +363,12 @@ class SweepView:
                 set(source.values()))]], ignore_index=True)
         names = set(self.names or self.committed())
         packs = set(trials["pack_id"].dropna()) if "pack_id" in trials.columns else set()
-        files = [f"{self.folder}/trajectories/{n}" for n in sorted(names)
-                 if n.startswith(COMPACT_PREFIX) or n in {part_name(p) for p in packs}]
-        if not files:
+        footers = self.trajectory_footers(n for n in sorted(names) if n.startswith(COMPACT_PREFIX)
+                                          or n in {part_name(p) for p in packs})
+        if not footers:
             return {}
-        data = ds.dataset(files, filesystem=self.fs, format="parquet")
+        data = ds.dataset(list(footers), filesystem=self.fs, format="parquet",
+                          schema=read_as(footers.values()))
         have = set(data.schema.names)
         wanted = [m for m in metrics if m in have]
         table = data.to_table(columns=["trial_id", "step", *wanted],

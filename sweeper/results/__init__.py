@@ -13,6 +13,9 @@ The contract, as each part's module states it:
 - **Schemas** (`schema`): built from the parameter declarations of tasks and models and the
   metric declarations (`Metric`) of each family; `TABLE_SCHEMA_VERSION` in every file;
   older versions stay readable (`LEGACY_COLUMNS`).
+- **Conformance** (`conformance`): which whole Parquet files are a table's; a foreign one (a
+  required column missing, a column of another kind) is a damaged file, skipped by readers and
+  moved aside by recovery.
 - **Outcomes** (`rules`, `outcomes`): rules that families declare as data (`OutcomeRule`),
   one vectorised evaluation of them, thresholds as parameters; the trainer stores what it
   gives at the defaults; `OUTCOME_COLUMNS` are stored in every trials table.
@@ -20,6 +23,8 @@ The contract, as each part's module states it:
   count, for every summary, diagram and sampler.
 - **Reading** (`reading`): a root's sweeps, a manifest, what a compacted file replaces, today's
   column names (`current_names`), Arrow to pandas: for the store, the summary and `analysis`.
+- **Whole files** (`files`): a command's local outputs written whole, and the one line a write
+  that fails is (`ResultsWriteError`, exit status 1).
 - **Store** (`store`): one interface, one class per backend (`FileStore`: local or pyarrow.fs
   URIs such as s3://; `MemoryStore`), atomic whole-file writes, recovery, compaction.
 """

@@ -10,8 +10,12 @@ How each backend makes taking the lease atomic, and how a dead holder's lease is
 - **Local disks** (and filesystems every node shares): an exclusive `flock` on the lease file,
   held by an open descriptor. The kernel releases it when the holder exits, however it exits
   (SIGKILL included), so a killed driver's lease is free at once; the file keeps the holder's
-  host, pid and start time for messages. The file is never deleted (a waiter blocked on the old
-  inode would otherwise lock a file nobody else sees).
+  host, pid and start time for messages. The file stays (empty) after a driver ends, except
+  that a start leaves no trace where it fails: one that could not write the file (a full
+  disk, a read-only folder), or that stored nothing in a sweep folder it made, deletes the file
+  it created (while holding its lock) and the folders it made. A driver that locks a file no
+  longer at its path (compared by inode) lets it go and opens the path again, so no two
+  drivers ever hold two files.
 - **S3**: a conditional put. Taking: `If-None-Match: *` (only one create succeeds).
   Heartbeat: every HEARTBEAT_S the holder rewrites it with `If-Match: <its ETag>`. A lease whose
   heartbeat is older than STALE_AFTER_S (its holder was killed) is taken over with `If-Match:
@@ -22,6 +26,7 @@ How each backend makes taking the lease atomic, and how a dead holder's lease is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -33,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sweeper.results.errors import ResultsInputError
+from sweeper.results.files import NOTHING_WRITTEN, could_not_write, make_folders, remove_folders
 
 LEASE = "lease.json"
 HEARTBEAT_S = 5.0
@@ -128,28 +134,81 @@ def _try(store: Any, sweep: str) -> Lease:
 
 # -- local disks: flock --------------------------------------------------------------------
 def _local(store: Any, sweep: str) -> Lease:
+    """Lock the lease file and write the holder into it. A start that cannot (a full disk, a
+    read-only folder) leaves nothing it made, the file and new folders included, and is one
+    line (ResultsWriteError, exit 1)."""
     import fcntl
 
-    folder = store.path(sweep)
-    os.makedirs(folder, exist_ok=True)
-    fd = os.open(os.path.join(folder, LEASE), os.O_RDWR | os.O_CREAT, 0o644)
+    path = os.path.join(store.path(sweep), LEASE)
+    made: list[str] = []
+    fd, created = None, False
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _read_fd(fd)
-        os.close(fd)
-        raise _held(sweep, holder or {"host": "another process"}) from None
-    previous = _read_fd(fd)
-    holder = _holder(uuid.uuid4().hex)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps(holder).encode(), 0)
+        made = make_folders(os.path.dirname(path))
+        fd, created = _open_lease(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_fd(fd)
+            os.close(fd)
+            raise _held(sweep, holder or {"host": "another process"}) from None
+        if not _still_at(fd, path):  # a failed start deleted it after this opened it
+            os.close(fd)
+            return _local(store, sweep)
+        previous = _read_fd(fd)
+        holder = _holder(uuid.uuid4().hex)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(holder).encode(), 0)
+    except OSError as exc:
+        _undo_start(path, fd, created, made)
+        raise could_not_write(path, exc, NOTHING_WRITTEN) from exc
 
     def release() -> None:
-        os.ftruncate(fd, 0)
+        with contextlib.suppress(OSError):  # a folder made read-only since: the lock still goes
+            os.ftruncate(fd, 0)
+            if created and os.listdir(os.path.dirname(path)) == [LEASE]:
+                _undo_start(path, None, created, made)  # a start that stored nothing: no trace
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 
     return Lease(sweep, holder, previous or None, release)
+
+
+def _open_lease(path: str) -> tuple[int, bool]:
+    """The lease file's descriptor, and whether this call created the file."""
+    while True:
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            pass
+        except FileNotFoundError:  # its folder went with a failed start's file: make it again
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            continue
+        try:
+            return os.open(path, os.O_RDWR), False
+        except FileNotFoundError:
+            continue  # deleted in between (a failed start's): create it
+
+
+def _still_at(fd: int, path: str) -> bool:
+    """Whether the file locked is still the one at `path` (not deleted since it was opened)."""
+    try:
+        here, there = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _undo_start(path: str, fd: int | None, created: bool, made: list[str]) -> None:
+    """What a failed start made goes again: the lease file it created (deleted while its
+    lock is held: a driver that locks it after is told by `_still_at`), the folders it made;
+    and its descriptor is closed (`fd`; None: the caller closes it)."""
+    if created:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    remove_folders(made)
 
 
 def _read_fd(fd: int) -> dict[str, Any]:
@@ -163,28 +222,13 @@ def _read_fd(fd: int) -> dict[str, Any]:
 # -- S3: conditional puts and a heartbeat ------------------------------------------------
 def _s3(store: Any, sweep: str) -> Lease:
     client, bucket, key = _s3_client(store, sweep)
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     holder = {**_holder(uuid.uuid4().hex), "beats": True}
-    took_over = None
     try:
-        etag = client.put_object(Bucket=bucket, Key=key, Body=json.dumps(holder).encode(),
-                                 IfNoneMatch="*")["ETag"]
-    except ClientError as exc:
-        if not _precondition_failed(exc):
-            raise
-        current = client.get_object(Bucket=bucket, Key=key)
-        previous = json.loads(current["Body"].read() or b"{}")
-        if time.time() - float(previous.get("heartbeat", 0)) < STALE_AFTER_S:
-            raise _held(sweep, previous) from None
-        try:
-            etag = client.put_object(Bucket=bucket, Key=key, Body=json.dumps(holder).encode(),
-                                     IfMatch=current["ETag"])["ETag"]
-        except ClientError as again:
-            if _precondition_failed(again):  # another driver took it over first
-                raise _held(sweep, previous) from None
-            raise
-        took_over = previous
+        etag, took_over = _s3_take(client, bucket, key, sweep, holder)
+    except (ClientError, BotoCoreError) as exc:  # refused, not held: a write that failed
+        raise could_not_write(f"s3://{bucket}/{key}", exc, NOTHING_WRITTEN) from exc
     state = {"etag": etag, "lost": False}
     stop = threading.Event()
 
@@ -219,6 +263,30 @@ def _s3(store: Any, sweep: str) -> Lease:
                 pass
 
     return Lease(sweep, holder, took_over, release)
+
+
+def _s3_take(client: Any, bucket: str, key: str, sweep: str,
+             holder: dict[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """Put the lease if none is there, or over a stale one; (its ETag, the dead holder)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return client.put_object(Bucket=bucket, Key=key, Body=json.dumps(holder).encode(),
+                                 IfNoneMatch="*")["ETag"], None
+    except ClientError as exc:
+        if not _precondition_failed(exc):
+            raise
+    current = client.get_object(Bucket=bucket, Key=key)
+    previous = json.loads(current["Body"].read() or b"{}")
+    if time.time() - float(previous.get("heartbeat", 0)) < STALE_AFTER_S:
+        raise _held(sweep, previous)
+    try:
+        return client.put_object(Bucket=bucket, Key=key, Body=json.dumps(holder).encode(),
+                                 IfMatch=current["ETag"])["ETag"], previous
+    except ClientError as again:
+        if _precondition_failed(again):  # another driver took it over first
+            raise _held(sweep, previous) from None
+        raise
 
 
 def _s3_client(store: Any, sweep: str):

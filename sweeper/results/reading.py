@@ -20,7 +20,28 @@ from sweeper.results.layout import is_part
 from sweeper.results.schema import LEGACY_COLUMNS
 
 MANIFEST_FILE = "manifest.json"
+QUARANTINE = "quarantine"  # a sweep's folder for files recovery could not read
 REPLACES_KEY = b"sweeper.replaces"  # a compacted trials file's metadata: the files it replaces
+
+
+_WARNED: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """One line on stderr: what a reader skipped or the store moved aside, never a traceback;
+    each message once per process (several readers may meet the same damaged file)."""
+    import sys
+
+    if message in _WARNED:
+        return
+    _WARNED.add(message)
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def warn_damaged(path: str, why: str) -> None:
+    """The one line a reader prints when it leaves a damaged or foreign file out."""
+    warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it to "
+         f"{QUARANTINE}/ and trains its pack again")
 
 
 def _is_dir(fs: pafs.FileSystem, path: str) -> bool:
@@ -44,19 +65,48 @@ def part_files(fs: pafs.FileSystem, directory: str) -> dict[str, int]:
             if info.type == pafs.FileType.File and is_part(info.base_name)}
 
 
-def read_manifest(fs: pafs.FileSystem, folder: str) -> dict[str, Any] | None:
-    """A sweep folder's manifest.json, or None when it has none; one line if it is not JSON."""
+_JSON_NAMES = {list: "list", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
+
+
+class DamagedManifest(ResultsInputError):
+    """A manifest.json that is not a JSON object (not JSON, or `[1, 2]`, `"x"`, `null`)."""
+
+
+def read_manifest(fs: pafs.FileSystem, folder: str, *, reader: bool = False
+                  ) -> dict[str, Any] | None:
+    """A sweep folder's manifest.json, or None when it has none.
+
+    A damaged one (not a JSON object) is refused in one line (`DamagedManifest`) where it is
+    needed to write: it holds the identity that keeps another configuration out of the sweep,
+    so replacing it is the user's decision, never a run's. A reader (reader=True) needs it for
+    nothing but labels: it warns in one line and reads the results without it ({}).
+    """
     path = f"{folder}/{MANIFEST_FILE}"
     if fs.get_file_info(path).type != pafs.FileType.File:
         return None
     with fs.open_input_stream(path) as f:
-        text = f.read()
+        manifest, why = _json_object(f.read())
+    if manifest is not None:
+        return manifest
+    if reader:
+        warn(f"skipping damaged manifest {path} ({why}); the results are read without it, and "
+             "`sweeper run` refuses the sweep until it is moved aside")
+        return {}
+    raise DamagedManifest(f"{path}: not a JSON object ({why}); allowed: the manifest sweeper "
+                          f"writes: move it aside (into {folder}/{QUARANTINE}/) and run again, "
+                          "which writes it anew from the sweep file")
+
+
+def _json_object(text: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The JSON object `text` holds, or None and why it holds none."""
     try:
-        return json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ResultsInputError(f"{path}: not JSON ({exc}); allowed: the manifest sweeper "
-                                "writes (move the file aside to have it written again)"
-                                ) from None
+        value = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        return None, f"not JSON: {str(exc)[:120] or type(exc).__name__}"
+    if isinstance(value, dict):
+        return value, ""
+    return None, f"a JSON {_JSON_NAMES.get(type(value), 'value')}"
 
 
 SEARCH_FACTS = ("search_draws_cells", "search_samples_level_set")  # the manifest's keys

@@ -11,7 +11,8 @@ The contract (every backend keeps it; `tests/test_store_contract.py` checks each
   driver's `Recorder`), which skips ids already stored.
 - `compact()` merges every committed file into one pair; the new trials file names the files it
   replaces in its metadata, so a crash in the middle is finished by `recover()` without losing
-  or doubling a row. `recover()` also deletes orphaned trajectories and temporary files.
+  or doubling a row. `recover()` also deletes orphaned trajectories and temporary files, and
+  moves damaged and foreign files (`conformance`) to the sweep's `quarantine/`.
 - Every file carries `sweeper.schema_version` (the tables' version) and `sweeper.provenance`
   (package versions, host, time, git commit and dirty flag) in its Parquet metadata.
 
@@ -27,7 +28,7 @@ import datetime as dt
 import io
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,9 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from sweeper.results.conformance import Footer, foreign_files, read_as
 from sweeper.results.errors import ResultsInputError, ResultsWriteError
+from sweeper.results.files import NOTHING_WRITTEN, could_not_write
 from sweeper.results.layout import (
     COMPACT_PREFIX,
     TABLES,
@@ -50,37 +53,21 @@ from sweeper.results.memfs import memory_filesystem
 from sweeper.results.provenance import provenance
 from sweeper.results.reading import (
     MANIFEST_FILE,
+    QUARANTINE,
     current_names,
     list_sweeps,
     part_files,
     read_manifest,
     read_replaces,
     replaces,
+    warn,
+    warn_damaged,
 )
 from sweeper.results.records import Record, trajectories_table, trials_table
 from sweeper.results.schema import RUN_FIELDS, TABLE_SCHEMA_VERSION
 
-QUARANTINE = "quarantine"  # a sweep's folder for files recovery could not read
-
-
-_WARNED: set[str] = set()
-
-
-def warn(message: str) -> None:
-    """One line on stderr: what the store skipped or moved aside, never a traceback; each
-    message once per process (several readers may meet the same damaged file)."""
-    import sys
-
-    if message in _WARNED:
-        return
-    _WARNED.add(message)
-    print(f"warning: {message}", file=sys.stderr, flush=True)
-
-
-def warn_damaged(path: str, why: str) -> None:
-    """The one line a reader prints when it leaves a damaged file out."""
-    warn(f"skipping damaged file {path} ({why}); the next `sweeper run` moves it to "
-         f"{QUARANTINE}/ and trains its pack again")
+STORE_KEPT = ("what was stored before is kept: fix the cause and run the same command again "
+              "(it trains only what is missing)")
 
 
 @dataclass
@@ -95,53 +82,61 @@ class FolderScan:
     # trial ids whose `failed` rows a later attempt replaces (`write_pack(supersedes=...)`):
     # readers skip those rows; compaction drops them
     superseded: frozenset[str] = frozenset()
+    # per table whose footers were read: the schema its committed files are read under
+    schemas: dict[str, pa.Schema] = field(default_factory=dict)
 
 
-def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, dict] | None = None,
+def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, Footer] | None = None,
                 trajectories: bool = True) -> FolderScan:
-    """Apply the commit rule to a sweep folder, reading each trials file's footer metadata and
-    checking each trajectories file's tail (`parquet_tail_problem`). Files are immutable, so
-    `checked` (path -> footer metadata) remembers what was read: a store scans its folder many
-    times a run and reads each footer once. The one implementation, for the store and for
-    `analysis`, which passes trajectories=False and checks a trajectories file when it reads
-    it."""
+    """Apply the commit rule to a sweep folder, reading each trials file's footer (its schema,
+    and metadata that says what a compacted file replaces) and each committed trajectories
+    file's (`conforming`). Files are immutable, so `checked` remembers what was read: a store
+    scans its folder many times a run and reads each footer once. The one implementation, for
+    the store and for `analysis`, which passes trajectories=False and checks a trajectories
+    file when it reads it (`conforming` again): an analysis of one trial reads one file."""
     checked = {} if checked is None else checked
     names = {t: part_files(fs, f"{folder}/{t}") for t in TABLES}
     damaged: dict[str, str] = {}
-    metadata: dict[str, dict] = {}
-
-    def readable_trials(name: str) -> bool:
-        """A trials file's footer (small; it also says what a compacted file replaces)."""
-        path = f"{folder}/trials/{name}"
-        key = f"{path}:{names['trials'][name]}"  # a retried pack may rewrite its file's name
-        if key not in checked:
-            try:
-                checked[key] = pq.read_metadata(path, filesystem=fs).metadata or {}
-            except (pa.ArrowException, OSError, ValueError) as exc:
-                damaged[path] = _why(exc)
-                return False
-        metadata[name] = checked[key]
-        return True
-
-    def readable_trajectories(name: str) -> bool:
-        path = f"{folder}/trajectories/{name}"
-        if not trajectories or path in checked:
-            return True
-        problem = parquet_tail_problem(fs, path, names["trajectories"][name])
-        if problem is not None:
-            damaged[path] = problem
-            return False
-        checked[path] = {}
-        return True
-
-    trials = {n for n in names["trials"] if readable_trials(n)}
-    chosen = committed_files({"trials": trials, "trajectories": set(names["trajectories"])},
+    trials = conforming(fs, {f"{folder}/trials/{n}": size for n, size in names["trials"].items()},
+                        "trials", checked, damaged)
+    metadata = {path.rsplit("/", 1)[1]: footer.schema.metadata or {}
+                for path, footer in trials.items()}
+    chosen = committed_files({"trials": set(metadata), "trajectories": set(names["trajectories"])},
                              lambda n: replaces(metadata[n]))
-    lost = {n for n in chosen["trajectories"] if not readable_trajectories(n)}
+    paths = {f"{folder}/trajectories/{n}": names["trajectories"][n]
+             for n in chosen["trajectories"]}
+    footers = {"trials": trials}
+    if trajectories:
+        footers["trajectories"] = conforming(fs, paths, "trajectories", checked, damaged)
+    lost = {p.rsplit("/", 1)[1] for p in paths if p in damaged}
     kept = {t: [f"{folder}/{t}/{n}" for n in chosen[t] if n not in lost] for t in TABLES}
     superseded = frozenset(i for n in chosen["trials"] if n not in lost
                            for i in json.loads(metadata[n].get(b"sweeper.supersedes", b"[]")))
-    return FolderScan(kept, damaged, superseded)
+    schemas = {t: read_as(found[p] for p in kept[t]) for t, found in footers.items()}
+    return FolderScan(kept, damaged, superseded, schemas)
+
+
+def conforming(fs: pafs.FileSystem, files: Mapping[str, int | None], table: str,
+               checked: dict[str, Footer], damaged: dict[str, str],
+               read_schema: Callable[[str], pa.Schema] | None = None) -> dict[str, Footer]:
+    """The footers of those of `files` (path -> size) that are whole Parquet files of the
+    table's schema (`conformance.foreign_files`); the others go to `damaged` (path -> why).
+    Each footer is read once (`read_schema`, default pyarrow's) and kept in `checked` under
+    its path and size (a retried pack may write its file again)."""
+    footers: dict[str, Footer] = {}
+    for path, size in files.items():
+        key = f"{path}:{size}"
+        if key not in checked:
+            try:
+                schema = (read_schema or (lambda p: pq.read_schema(p, filesystem=fs)))(path)
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                damaged[path] = _why(exc)
+                continue
+            checked[key] = Footer.of(schema)
+        footers[path] = checked[key]
+    foreign = foreign_files(footers, table)
+    damaged.update(foreign)
+    return {path: footer for path, footer in footers.items() if path not in foreign}
 
 
 def without_superseded(superseded: frozenset[str]) -> ds.Expression | None:
@@ -150,22 +145,6 @@ def without_superseded(superseded: frozenset[str]) -> ds.Expression | None:
         return None
     gone = (ds.field("status") == "failed") & ds.field("trial_id").isin(sorted(superseded))
     return ~gone
-
-
-def parquet_tail_problem(fs: pafs.FileSystem, path: str, size: int | None = None) -> str | None:
-    """Why a file is not a whole Parquet file, from its last 8 bytes (the footer's length and
-    the magic `PAR1`), or None. Truncated, empty and foreign files fail it at the cost of one
-    small read: reading every footer would cost an analysis of one trial a read of every file."""
-    try:
-        if size is None:
-            size = fs.get_file_info(path).size
-        with fs.open_input_file(path) as f:
-            tail = f.read_at(8, size - 8) if size >= 12 else b""
-    except (pa.ArrowException, OSError, ValueError, TypeError) as exc:
-        return _why(exc)
-    if len(tail) < 8 or tail[4:] != b"PAR1" or int.from_bytes(tail[:4], "little") > size - 12:
-        return f"not a whole Parquet file ({size} bytes)"
-    return None
 
 
 def _why(exc: Exception) -> str:
@@ -237,7 +216,7 @@ class Store:
 
     put_object: Any = field(default=None, repr=False)  # S3: one PutObject per file
     # files whose footers were read (files are immutable: once is enough), damaged files warned of
-    _checked: dict[str, dict] = field(default_factory=dict, repr=False, compare=False)
+    _checked: dict[str, Footer] = field(default_factory=dict, repr=False, compare=False)
     _warned: set[str] = field(default_factory=set, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
@@ -295,10 +274,7 @@ class Store:
             if tmp is not None:
                 with contextlib.suppress(OSError, pa.ArrowException):
                     self.fs.delete_file(tmp)
-            why = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
-            raise ResultsWriteError(f"could not write {path} ({why}); what was stored before "
-                                    "is kept: fix the cause and run the same command again "
-                                    "(it trains only what is missing)") from exc
+            raise could_not_write(path, exc, STORE_KEPT) from exc
 
     def _put_table(self, path: str, table: pa.Table, extra: dict[str, str] | None = None,
                    row_group_size: int | None = None) -> None:
@@ -314,12 +290,29 @@ class Store:
         named in the trials file's metadata, their failed rows stop counting once it commits.
         """
         pack = pack_id(r.trial_id for r in records)
-        name = part_name(pack)
-        self._put_table(self.path(sweep, "trajectories", name), trajectories_table(records))
         extra = {"supersedes": json.dumps(sorted(supersedes))} if supersedes else None
-        self._put_table(self.path(sweep, "trials", name),
-                        trials_table(records, sweep, pack, attempts, node_id), extra)
+        self._put_pair(sweep, part_name(pack), trajectories_table(records),
+                       trials_table(records, sweep, pack, attempts, node_id), extra)
         return pack
+
+    def _put_pair(self, sweep: str, name: str, trajectories: pa.Table, trials: pa.Table,
+                  extra: dict[str, str] | None, trajectories_extra: dict[str, str] | None = None,
+                  row_group_size: int | None = None) -> None:
+        """Two files of one name by the commit rule: the trajectories, then the trials file
+        that commits them. When the trials file cannot be written, the trajectories file just
+        written goes too, unless a trials file of that name commits it (a retried pack), so a
+        failed write leaves nothing it made (an orphan would never count; recovery would
+        delete it)."""
+        written = self.path(sweep, "trajectories", name)
+        self._put_table(written, trajectories, trajectories_extra, row_group_size)
+        try:
+            self._put_table(self.path(sweep, "trials", name), trials, extra)
+        except ResultsWriteError:
+            with contextlib.suppress(OSError, pa.ArrowException):
+                if self.fs.get_file_info(self.path(sweep, "trials", name)).type \
+                        != pafs.FileType.File:
+                    self.fs.delete_file(written)
+            raise
 
     def write_manifest(self, sweep: str, manifest: Mapping[str, Any]) -> None:
         old = self.read_manifest(sweep) or {}
@@ -334,9 +327,10 @@ class Store:
         """The sweep folders under the root (those holding a trials/ folder)."""
         return list_sweeps(self.fs, self.root)
 
-    def read_manifest(self, sweep: str) -> dict[str, Any] | None:
-        """The sweep's manifest, or None before its first run wrote one."""
-        return read_manifest(self.fs, self.path(sweep))
+    def read_manifest(self, sweep: str, *, reader: bool = False) -> dict[str, Any] | None:
+        """The sweep's manifest, or None before its first run wrote one; a damaged one is
+        refused, or for a reader warned of and read as {} (`reading.read_manifest`)."""
+        return read_manifest(self.fs, self.path(sweep), reader=reader)
 
     def committed(self, sweep: str) -> dict[str, list[str]]:
         """Both tables' committed files (full paths), by `committed_files`; a file that cannot
@@ -365,31 +359,29 @@ class Store:
         return set(part_files(self.fs, self.path(sweep, table)))
 
     def dataset(self, sweep: str, table: str) -> ds.Dataset | None:
-        files = self.files(sweep, table)
-        return self._dataset(files, table) if files else None
+        scan = self.scan(sweep)
+        return self._dataset(scan, table) if scan.files[table] else None
 
-    def _dataset(self, files: list[str], table: str) -> ds.Dataset:
-        """The files as one dataset. Its columns are the first file's (pyarrow reads no
-        other footer) plus, for trials, every run column (`RUN_FIELDS`): a column added since
-        (shared_with) is null in older files instead of lost when an older file comes first."""
-        data = ds.dataset(files, filesystem=self.fs, format="parquet")
-        if table != "trials":
-            return data
-        missing = [f for f in RUN_FIELDS if f.name not in data.schema.names]
-        if not missing:
-            return data
-        schema = pa.schema([*data.schema, *missing], metadata=data.schema.metadata)
-        return ds.dataset(files, filesystem=self.fs, format="parquet", schema=schema)
+    def _dataset(self, scan: FolderScan, table: str) -> ds.Dataset:
+        """A table's committed files as one dataset, under the union of their schemas
+        (`conformance.read_as`: a column some files lack is null there, not lost when
+        they come first) and, for trials, every run column (`RUN_FIELDS`: a column added since,
+        shared_with, is null in older stores)."""
+        schema = scan.schemas[table]
+        if table == "trials":
+            missing = [f for f in RUN_FIELDS if f.name not in schema.names]
+            schema = pa.schema([*schema, *missing], metadata=schema.metadata)
+        return ds.dataset(scan.files[table], filesystem=self.fs, format="parquet",
+                          schema=schema)
 
     def read(self, sweep: str, table: str, columns: list[str] | None = None,
              filter: ds.Expression | None = None) -> pa.Table | None:
         """A table's committed rows (of trials: without the failed rows a later attempt
         superseded)."""
         scan = self.scan(sweep)
-        files = scan.files[table]
-        if not files:
+        if not scan.files[table]:
             return None
-        data = self._dataset(files, table)
+        data = self._dataset(scan, table)
         if table == "trials":
             gone = without_superseded(scan.superseded)
             filter = gone if filter is None else (gone & filter if gone is not None else filter)
@@ -427,15 +419,23 @@ class Store:
         names = {t: self._names(sweep, t) for t in TABLES}
         chosen = committed_files(names, lambda name: self._replaces(sweep, name))
         for table in TABLES:
-            for stale in sorted(names[table] - set(chosen[table])):
-                self.fs.delete_file(self.path(sweep, table, stale))
-                removed.append(self.path(sweep, table, stale))
+            stale = [self.path(sweep, table, name) for name in sorted(names[table]
+                                                                      - set(chosen[table]))]
             selector = pafs.FileSelector(self.path(sweep, table), allow_not_found=True)
-            for info in self.fs.get_file_info(selector):
-                if info.base_name.startswith(TEMP_PREFIX):
-                    self.fs.delete_file(info.path)
-                    removed.append(info.path)
+            stale += [info.path for info in self.fs.get_file_info(selector)
+                      if info.base_name.startswith(TEMP_PREFIX)]
+            for path in stale:
+                self._delete(path)
+                removed.append(path)
         return removed
+
+    def _delete(self, path: str) -> None:
+        """Delete a file of the store; one that cannot be deleted (a read-only folder) is one
+        line (ResultsWriteError)."""
+        try:
+            self.fs.delete_file(path)
+        except (OSError, pa.ArrowException) as exc:
+            raise could_not_write(path, exc, STORE_KEPT, "delete") from exc
 
     def _quarantine(self, sweep: str) -> list[str]:
         scan = scan_folder(self.fs, self.path(sweep), self._checked)
@@ -446,9 +446,11 @@ class Store:
                 source = self.path(sweep, table, name)
                 if self.fs.get_file_info(source).type != pafs.FileType.File:
                     continue
-                target = self.path(sweep, QUARANTINE, table, name)
-                self.fs.create_dir(self.path(sweep, QUARANTINE, table), recursive=True)
-                self.fs.move(source, target)
+                try:
+                    self.fs.create_dir(self.path(sweep, QUARANTINE, table), recursive=True)
+                    self.fs.move(source, self.path(sweep, QUARANTINE, table, name))
+                except (OSError, pa.ArrowException) as exc:
+                    raise could_not_write(source, exc, STORE_KEPT, "move aside") from exc
                 moved.append(source)
             warn(f"moved damaged {path} ({why}) and its pack's files to "
                  f"{self.path(sweep, QUARANTINE)}/; its trials will be trained again")
@@ -473,12 +475,10 @@ class Store:
         extra = {"replaces": json.dumps(trial_files)}
         group_rows = (64 * 1024 if row_groups is None
                       else max(1, -(-trajectories.num_rows // row_groups)))
-        self._put_table(self.path(sweep, "trajectories", name), trajectories, extra,
-                        row_group_size=group_rows)
-        self._put_table(self.path(sweep, "trials", name), trials, extra)
+        self._put_pair(sweep, name, trajectories, trials, extra, extra, group_rows)
         for table in TABLES:  # trials first: the pack is then uncommitted
             for old in trial_files:
-                self.fs.delete_file(self.path(sweep, table, old))
+                self._delete(self.path(sweep, table, old))
         return len(trial_files), trials.num_rows
 
 
@@ -498,7 +498,10 @@ def _local_root(uri: str) -> str:
 
 def check_writable(store: Store) -> None:
     """Before a run writes anything: a local results folder (or its nearest existing parent)
-    must be writable; one line otherwise. Object stores answer at the first write."""
+    must be a folder (not under /proc, /sys, /dev: an input error, exit 2) that this user can
+    write (else one line, exit 1: a read-only filesystem or a folder's permissions, as a
+    write that fails). Object stores answer at the first write."""
+    import errno
     import os
 
     if not store.is_local:
@@ -506,9 +509,13 @@ def check_writable(store: Store) -> None:
     probe = store.root
     while not os.path.exists(probe):
         probe = os.path.dirname(probe)
-    if not os.access(probe, os.W_OK | os.X_OK) or probe.startswith(("/proc", "/sys", "/dev")):
+    if probe.startswith(("/proc", "/sys", "/dev")):
         raise ResultsInputError(f"--results: got {store.uri!r}, but {probe!r} is not writable; "
                                 "allowed: a folder this user can write")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        code = errno.EROFS if os.statvfs(probe).f_flag & os.ST_RDONLY else errno.EACCES
+        raise could_not_write(probe, OSError(code, os.strerror(code)), NOTHING_WRITTEN,
+                              "write in")
 
 
 class FileStore(Store):

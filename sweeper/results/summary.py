@@ -316,12 +316,14 @@ def driver_state(progress: dict | None) -> tuple[str, float | None]:
 
 
 def read_progress(fs: pafs.FileSystem, folder: str) -> dict | None:
-    """The driver's last progress of a sweep (None when it never wrote one)."""
+    """The driver's last progress of a sweep (None when it never wrote one, or wrote something
+    that is not a JSON object: a view, never a record, so a damaged one is no progress)."""
     path = f"{folder}/{PROGRESS_FILE}"
     try:
         if fs.get_file_info(path).type != pafs.FileType.File:
             return None
         with fs.open_input_stream(path) as stream:
-            return json.loads(stream.read().decode())
-    except (pa.ArrowException, OSError, ValueError):
+            progress = json.loads(stream.read().decode())
+    except (pa.ArrowException, OSError, ValueError, RecursionError):
         return None
+    return progress if isinstance(progress, dict) else None

@@ -28,9 +28,11 @@ already is told from the store without training; one that is out already is told
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +49,9 @@ from optuna.trial import TrialState
 from sweeper.cells import cell_specs
 from sweeper.errors import SweeperInputError
 from sweeper.results import COUNTED_STATUSES, counted, outcome_columns
+from sweeper.results.files import NOTHING_WRITTEN, could_not_write
 from sweeper.results.objective import objective_value
+from sweeper.results.store import STORE_KEPT
 from sweeper.spec import TrialResult
 from sweeper.strategies.base import Context, Pack, Plan, SearchRules, drawn_cells, read_trials
 from sweeper.sweep_fields import Axis, Search, SweepFileError, fail, int_at, suggest_plain
@@ -66,6 +70,25 @@ def study_storage(store: Store, sweep: str) -> str | None:
     if not store.is_local:
         return None
     return f"sqlite:///{os.path.join(store.path(sweep), STUDY_FILE)}"
+
+
+@contextlib.contextmanager
+def study_writes(path: str | None, made: bool = False) -> Iterator[None]:
+    """Writes to the study's file (`path`; None: a study in memory) on a full disk or in a
+    read-only folder: one line (ResultsWriteError, exit 1), as any write of the sweep's.
+    `made`: the file did not exist before, so a failed start removes it."""
+    from sqlalchemy.exc import OperationalError
+
+    try:
+        yield
+    except (OperationalError, optuna.exceptions.StorageInternalError) as exc:
+        if path is None:
+            raise
+        if made:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        cause = getattr(exc, "orig", None) or exc.__cause__ or exc  # sqlite's own words
+        raise could_not_write(path, cause, NOTHING_WRITTEN if made else STORE_KEPT) from exc
 
 
 def distribution(axis: Axis) -> BaseDistribution:
@@ -185,8 +208,9 @@ class OptunaStrategy(SearchRules):
         return data, text
 
     def __init__(self, sweep: SweepFile, study: optuna.Study, storage: Any,
-                 stored: dict[str, _Stored]):
+                 stored: dict[str, _Stored], study_file: str | None = None):
         self.sweep, self.study, self._storage = sweep, study, storage
+        self.study_file = study_file  # on a local disk: writes to it fail in one line
         self.distributions = {a.path: distribution(a) for a in sweep.axes}
         self._trials = stored  # trial id -> what is stored (this run's tells added)
         self._out: dict[tuple[str, ...], list[int]] = {}  # a cell's ids -> its trial numbers
@@ -201,21 +225,23 @@ class OptunaStrategy(SearchRules):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         stored, frame = _stored_trials(store, sweep)
         url = study_storage(store, sweep.name)
-        if url is not None:
-            os.makedirs(store.path(sweep.name), exist_ok=True)
-            storage = optuna.storages.RDBStorage(url)
-        else:
-            storage = optuna.storages.InMemoryStorage()
-        study = optuna.create_study(study_name=sweep.name, storage=storage,
-                                    direction=sweep.search.direction, load_if_exists=True)
-        strategy = cls(sweep, study, storage, stored)
-        try:
-            strategy._check_direction(url)
-            strategy._settle_running()
-            strategy._add_unknown_cells(frame)
-        except BaseException:
-            strategy.close()
-            raise
+        path = None if url is None else store.path(sweep.name, STUDY_FILE)
+        with study_writes(path, made=path is not None and not os.path.exists(path)):
+            if url is not None:
+                os.makedirs(store.path(sweep.name), exist_ok=True)
+                storage = optuna.storages.RDBStorage(url)
+            else:
+                storage = optuna.storages.InMemoryStorage()
+            study = optuna.create_study(study_name=sweep.name, storage=storage,
+                                        direction=sweep.search.direction, load_if_exists=True)
+            strategy = cls(sweep, study, storage, stored, path)
+            try:
+                strategy._check_direction(url)
+                strategy._settle_running()
+                strategy._add_unknown_cells(frame)
+            except BaseException:
+                strategy.close()
+                raise
         study.sampler = optuna.samplers.TPESampler(
             seed=_sampler_seed(sweep.search.seed, len(study.trials)))
         strategy.remaining = max(0, sweep.search.trials - strategy.counted())
@@ -275,11 +301,12 @@ class OptunaStrategy(SearchRules):
     # -- the protocol ------------------------------------------------------------------------
     def ask(self, n: int) -> list[Pack]:
         packs: list[Pack] = []
-        while len(packs) < n and self.remaining > 0:
-            self.remaining -= 1
-            pack = self._propose()
-            if pack is not None:
-                packs.append(pack)
+        with study_writes(self.study_file):
+            while len(packs) < n and self.remaining > 0:
+                self.remaining -= 1
+                pack = self._propose()
+                if pack is not None:
+                    packs.append(pack)
         return packs
 
     def _propose(self) -> Pack | None:
@@ -308,6 +335,10 @@ class OptunaStrategy(SearchRules):
         return pending
 
     def tell(self, pack: Pack, results: list[TrialResult] | None) -> None:
+        with study_writes(self.study_file):
+            self._tell(pack, results)
+
+    def _tell(self, pack: Pack, results: list[TrialResult] | None) -> None:
         ids = self._cell_of.pop(tuple(s.trial_id for s in pack))
         numbers = self._out.pop(ids)
         if results is None:  # lost with its worker: nothing stored, the next run proposes
