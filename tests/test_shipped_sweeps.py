@@ -37,12 +37,21 @@ def test_shipped_sweep_validates_and_says_which_claim_it_tests(path):
         assert len(expand(sweep)) > 0
 
 
+def _lists_head_seeds(raw: dict) -> bool:
+    model_axes = ((raw.get("axes") or {}).get("model") or {})
+    return "head_seeds" in model_axes or "head_seeds" in ((raw.get("fixed") or {}).get("model")
+                                                          or {})
+
+
 def scaled_down(text: str) -> str:
     raw = yaml.safe_load(text)
     small = SMALL[raw["task"]]
     fixed = raw.setdefault("fixed", {})
+    heads = (fixed.get("model") or {}).get("heads")
     for group in ("task", "model"):
         fixed[group] = {**fixed.get(group, {}), **small[group]}
+    if _lists_head_seeds(raw):  # a head is its seed: as many heads as the file lists
+        fixed["model"]["heads"] = heads
         if group == "task" and "length" in fixed[group]:
             fixed[group].pop("vocab", None)
     train = fixed.setdefault("train", {})
@@ -57,7 +66,8 @@ def scaled_down(text: str) -> str:
             axis = params[name]
             for kind in ("grid", "choice"):
                 if kind in axis:  # the ends: values next to each other may be one task here
-                    axis[kind] = list(dict.fromkeys([axis[kind][0], axis[kind][-1]]))
+                    ends = [axis[kind][0], axis[kind][-1]]
+                    axis[kind] = ends[:1] if ends[0] == ends[1] else ends  # lists: no hash
     raw["seeds"] = 2
     raw["budget"] = {"steps": 10}
     (raw.get("axes") or {}).get("train", {}).pop("steps", None)  # the budget replaces it
