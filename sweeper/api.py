@@ -132,7 +132,9 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     from sweeper.plan import make_plan
     from sweeper.results import Store
     from sweeper.runner import run_sweep
+    from sweeper.sweep_fields import run_options
 
+    pack_size, retries, num_cpus = run_options(pack_size, retries, num_cpus)
     spec = sweep_from(sweep, overrides, sets)
     if retries is not None:
         spec = replace(spec, retries=retries)

@@ -41,15 +41,22 @@ import yaml
 
 from sweeper.errors import ParameterError, SweeperInputError
 from sweeper.families import MODELS, TASKS, Family, check_pair, family_of
+from sweeper.numbers import MAX_INTEGER_TEXT, MAX_SEED, check_float
 from sweeper.registry import Entry, Param
 from sweeper.results import check_sweep_name
-from sweeper.spec import TRAIN_ENTRY, make_spec
+from sweeper.spec import TRAIN_ENTRY, check_device, make_spec
 from sweeper.sweep_fields import (
+    MAX_CPUS,
+    MAX_GPUS,
+    MAX_PACK_SIZE,
+    MAX_RETRIES,
+    MIN_SHARE,
     Axis,
     Search,
     SweepFileError,
     fail,
     int_at,
+    key_path,
     mapping_at,
     number_at,
     suggest,
@@ -96,7 +103,7 @@ class SweepFile:
                 "train": TRAIN_ENTRY}[group]
 
 
-# -- YAML with duplicate keys caught -------------------------------------------------------
+# -- YAML, bounded ---------------------------------------------------------------------------
 class _Loader(yaml.SafeLoader):
     """PyYAML's safe loader with numbers as people write them: YAML 1.1 reads `1e-4` and `3E-3`
     as strings (its floats need a dot); YAML 1.2, and every researcher, reads them as numbers."""
@@ -104,41 +111,25 @@ class _Loader(yaml.SafeLoader):
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    re.compile(r"[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+\Z"),
     list("-+0123456789"))
 
 
-def load_yaml_value(text: str) -> Any:
-    """One YAML value read as a sweep file reads it (`--set` values, overrides)."""
-    return yaml.load(text, Loader=_Loader)
-
-
-def _mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, Any] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise SweepFileError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice; "
-                                 "allowed: each key once")
-        seen[key] = True
-    return loader.construct_mapping(node, deep=deep)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
 # What a sweep file may be: a few kB in practice; these bounds keep a hostile or broken file
-# (a binary, an alias bomb, 20,000 nested brackets) from hanging or crashing the parser.
+# (a binary, an alias bomb, 20,000 nested brackets, a 5,000-digit integer) from hanging or
+# crashing the parser.
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 32
 MAX_VALUES = 100_000  # scalars, lists and mappings, aliases expanded
+INT_TAG = "tag:yaml.org,2002:int"
 
 
-def _check_nodes(root: yaml.Node) -> None:
-    """Duplicate keys, keys that are not plain scalars, depth and expanded size, walking each
-    node once (an alias repeats a node; its expanded size is counted, not walked)."""
+def _check_nodes(root: yaml.Node, prefix: str = "") -> None:
+    """Duplicate keys, keys that are not plain scalars, integers too long to read, depth and
+    expanded size, walking each node once (an alias repeats a node; its expanded size is
+    counted, not walked). Paths start at `prefix` ("": the file)."""
     sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, str, int, bool]] = [(root, "", 0, False)]
+    stack: list[tuple[yaml.Node, str, int, bool]] = [(root, prefix, 0, False)]
     while stack:
         node, path, depth, children_done = stack.pop()
         if depth > MAX_DEPTH:
@@ -147,6 +138,7 @@ def _check_nodes(root: yaml.Node) -> None:
         if id(node) in sizes:
             continue
         if isinstance(node, yaml.ScalarNode):
+            _check_scalar(node, path)
             sizes[id(node)] = 1
             continue
         children = ([v for _, v in node.value] if isinstance(node, yaml.MappingNode)
@@ -161,39 +153,70 @@ def _check_nodes(root: yaml.Node) -> None:
         if isinstance(node, yaml.MappingNode):
             _check_keys(node, path)
             for key_node, value_node in node.value:
-                stack.append((value_node, f"{path}.{key_node.value}" if path
-                              else str(key_node.value), depth + 1, False))
+                stack.append((value_node, key_path(path, key_node.value), depth + 1, False))
         else:
             for i, item in enumerate(node.value):
                 stack.append((item, f"{path}[{i}]", depth + 1, False))
 
 
+def _check_scalar(node: yaml.ScalarNode, path: str) -> None:
+    """An integer written with more than MAX_INTEGER_TEXT characters is refused before it is
+    read: Python reads at most 4,300 digits, and no field takes more than int64's 19."""
+    if node.tag == INT_TAG and len(node.value) > MAX_INTEGER_TEXT:
+        raise SweepFileError(f"{path or 'the file'}: got an integer of {len(node.value):,} "
+                             "characters (line "
+                             f"{node.start_mark.line + 1}); allowed: an integer within int64 "
+                             "(at most 19 digits)")
+
+
 def _check_keys(node: yaml.MappingNode, path: str) -> None:
+    """Keys are plain scalars, each given once (a duplicate key is refused, never silently
+    the last one)."""
     seen: set[str] = set()
     for key_node, _ in node.value:
         line = key_node.start_mark.line + 1
         if not isinstance(key_node, yaml.ScalarNode):
             raise SweepFileError(f"{path or 'the file'}: a key that is a list or mapping (line "
                                  f"{line}); allowed: plain names as keys")
-        key = key_node.value
-        where = f"{path}.{key}" if path else str(key)
-        if key in seen:
-            raise SweepFileError(f"{where}: given twice (line {line}); allowed: each key once")
-        seen.add(key)
+        if key_node.value in seen:
+            raise SweepFileError(f"{key_path(path, key_node.value)}: given twice (line {line}); "
+                                 "allowed: each key once")
+        seen.add(key_node.value)
+
+
+def _load_checked(text: str, prefix: str = "") -> Any:
+    """YAML text read by `_Loader` after its nodes pass `_check_nodes`: one parse. Raises
+    SweepFileError for a checked bound, yaml.YAMLError for text that is not YAML."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_nodes(node, prefix)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise SweepFileError(f"{prefix or 'the file'}: nested deeper than {MAX_DEPTH} levels; "
+                             "allowed: a sweep file's few levels") from None
+    finally:
+        loader.dispose()
+
+
+def load_yaml_value(text: str, where: str) -> Any:
+    """One YAML value read as a sweep file reads it, with the same bounds (`--set` values);
+    its errors name `where`. Raises yaml.YAMLError for text that is not YAML."""
+    if len(text) > MAX_FILE_BYTES:
+        raise SweepFileError(f"{where}: {len(text):,} characters; allowed: up to "
+                             f"{MAX_FILE_BYTES:,}")
+    return _load_checked(text, where)
 
 
 def parse_yaml(text: str) -> Any:
+    """A sweep file's YAML, bounded (`_check_nodes`), or a one-line SweepFileError."""
     if len(text) > MAX_FILE_BYTES:
         raise SweepFileError(f"the file: {len(text):,} characters; allowed: up to "
                              f"{MAX_FILE_BYTES:,}")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None:
-            _check_nodes(node)
-        return yaml.load(text, Loader=_Loader)
-    except RecursionError:
-        raise SweepFileError(f"the file: nested deeper than {MAX_DEPTH} levels; allowed: a "
-                             "sweep file's few levels") from None
+        return _load_checked(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -212,8 +235,13 @@ def _param(entry: Entry, group: str, name: str, path: str) -> Param:
 
 
 def _check_value(param: Param, value: Any, path: str) -> Any:
+    return _check_value_with(param.check, value, path)
+
+
+def _check_value_with(check, value: Any, path: str) -> Any:
+    """`check(value, path)` with its ParameterError as the sweep file's error."""
     try:
-        return param.check(value, path)
+        return check(value, path)
     except ParameterError as exc:
         raise SweepFileError(str(exc)) from None
 
@@ -330,14 +358,14 @@ def _scheduler(raw: Any, family: Family, steps: int) -> Scheduler | None:
     return Scheduler(metric, mode, grace, factor)
 
 
-MAX_CPUS, MAX_GPUS = 1024, 64  # per pack: beyond any node; what a cluster has is checked at run
-
-
 def _resources(raw: Any) -> dict[str, float]:
     raw = mapping_at(raw, "resources", ("cpu", "gpu"))
-    cpu = number_at(raw.get("cpu", 1), "resources.cpu", 0, strict=True, high=MAX_CPUS)
-    gpu = number_at(raw.get("gpu", 0), "resources.gpu", 0, high=MAX_GPUS)
-    return {"cpu": cpu, "gpu": gpu}
+    cpu = number_at(raw.get("cpu", 1), "resources.cpu", MIN_SHARE, high=MAX_CPUS)
+    gpu = raw.get("gpu", 0)
+    if gpu != 0 or isinstance(gpu, bool):  # 0: no GPU
+        gpu = check_float(gpu, "resources.gpu", MIN_SHARE, MAX_GPUS, error=SweepFileError,
+                          allowed=f"0, or a number >= {MIN_SHARE:g} and <= {MAX_GPUS}")
+    return {"cpu": cpu, "gpu": float(gpu)}
 
 
 # -- the whole file ------------------------------------------------------------------------
@@ -399,17 +427,15 @@ def parse_sweep(text: str) -> SweepFile:
     axes = _axes(raw.get("axes"), {"entries": entries}, fixed)
     seeds = _seeds(raw.get("seeds"))
     search = _search(raw.get("search"), axes, family, seeds)
-    device = raw.get("device", "cpu")
-    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:[0-9]+)?", device):
-        raise fail("device", device, "cpu, cuda or cuda:N")
+    device = _check_value_with(check_device, raw.get("device", "cpu"), "device")
     try:
         probe = make_spec(task, model, fixed["task"], fixed["model"], fixed["train"], 0, device)
     except SweeperInputError as exc:
         raise SweepFileError(f"fixed: {exc}") from None
     scheduler = _scheduler(raw.get("scheduler"), family, probe.train["steps"])
     pack_size = raw.get("pack_size", "auto")
-    pack_size = None if pack_size == "auto" else int_at(pack_size, "pack_size", 1, 100_000)
-    retries = int_at(raw.get("retries", 2), "retries", 0, 100)
+    pack_size = None if pack_size == "auto" else int_at(pack_size, "pack_size", 1, MAX_PACK_SIZE)
+    retries = int_at(raw.get("retries", 2), "retries", 0, MAX_RETRIES)
     results = raw.get("results")
     if results is not None and (not isinstance(results, str) or not results):
         raise fail("results", results, "a path or a URI such as s3://bucket/prefix")
@@ -419,8 +445,6 @@ def parse_sweep(text: str) -> SweepFile:
                       text)
     return sweep
 
-
-MAX_SEED = 2**63 - 1  # the trials table stores a seed as int64 (a larger one fails to store)
 
 # Planning costs ~0.2 ms per trial on one core: 100,000 trials plan in ~20 s. A larger study is
 # several sweep files (or an adaptive search, whose budget is its trials).

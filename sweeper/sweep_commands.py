@@ -222,11 +222,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from sweeper.numbers import int_argument
+    from sweeper.sweep_fields import MAX_CPUS, MAX_PACK_SIZE, MAX_RETRIES
+
     p = sub.add_parser("plan", help="show what a sweep file expands to; runs nothing")
     p.add_argument("file")
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
-    p.add_argument("--rows", type=int, default=10, help="trials to list (default 10)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--rows", type=int_argument(0, 1_000_000), default=10,
+                   help="trials to list (default 10)")
+    p.add_argument("--workers", type=int_argument(1, MAX_CPUS), default=os.cpu_count() or 1,
                    help="workers assumed for the automatic pack size and the estimate")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
     p.add_argument("--no-estimate", action="store_true",
@@ -245,11 +249,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the final summary as JSON")
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
     p.add_argument("--address", help="an existing Ray cluster (e.g. auto, or HEAD:6379)")
-    p.add_argument("--pack-size", type=int, help="specs per pack (default: automatic)")
+    p.add_argument("--pack-size", type=int_argument(1, MAX_PACK_SIZE),
+                   help="specs per pack (default: automatic)")
     p.add_argument("--executor", choices=("ray", "local"), default="ray",
                    help="ray (Ray Tune) or local (in this process, no Ray)")
-    p.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray (default: all)")
-    p.add_argument("--retries", type=int, help="override the file's retries")
+    p.add_argument("--num-cpus", type=int_argument(1, MAX_CPUS),
+                   help="CPUs of the embedded Ray (default: all)")
+    p.add_argument("--retries", type=int_argument(0, MAX_RETRIES),
+                   help="override the file's retries")
     p.add_argument("--device", help="override the file's device: cpu, cuda or cuda:N")
     p.add_argument("--results-shared", action="store_true",
                    help="the local results path is a filesystem every node shares")
@@ -270,7 +277,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", required=True, help="the job server, http://HEAD:8265")
     p.add_argument("--results", help="results root every node reaches (s3://..., or a shared "
                    "path with --results-shared)")
-    p.add_argument("--pack-size", type=int, help="specs per pack (default: automatic)")
+    p.add_argument("--pack-size", type=int_argument(1, MAX_PACK_SIZE),
+                   help="specs per pack (default: automatic)")
     p.add_argument("--results-shared", action="store_true",
                    help="the local results path is a filesystem every node shares")
     p.add_argument("--env", action="append", default=[], metavar="NAME",

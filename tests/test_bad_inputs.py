@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -293,3 +294,101 @@ def test_a_results_root_that_is_not_a_folder_is_one_line(tmp_path, root):
     rc, _, err = cli(["run", path, "--results", root, "--executor", "local"])
     [line] = err.strip().splitlines()
     assert rc == 2 and line.startswith("sweeper run: error: --results:"), line
+
+
+# -- one rule for every number, wherever it enters --------------------------------------------
+# (the value as YAML text, as a Python value, the field the one line names)
+NUMBERS = [
+    (".nan", math.nan, "resources.gpu"),
+    (".inf", math.inf, "resources.cpu"),
+    ("1.0e-9", 1e-9, "resources.cpu"),
+    ("9" * 5000, 10**5000, "seeds"),
+    ("[1, 9223372036854775808]", [1, 2**63], "seeds[1]"),
+    ("true", True, "retries"),
+    ("'3'", "3", "pack_size"),
+    ("-1", -1, "budget.steps"),
+]
+
+
+def _key(field: str) -> str:
+    return field.split("[")[0]
+
+
+def _at(field: str, value: Any) -> dict:
+    """BASE with `field` (resources.cpu, seeds, ...) set to `value`."""
+    path = tuple(_key(field).split("."))
+    return _set(BASE, path, value)
+
+
+@pytest.mark.parametrize(("text", "value", "field"), NUMBERS, ids=[n[2] + ":" + n[0][:12]
+                                                                  for n in NUMBERS])
+def test_a_number_is_refused_alike_in_a_file_a_set_and_the_python_api(text, value, field,
+                                                                       tmp_path):
+    """`plan` and `run` refuse the file with the same line; `--set` and `sweeper.run`'s
+    keywords name the same field; nothing is written."""
+    import sweeper
+    from sweeper.errors import SweeperInputError
+
+    results, key = tmp_path / "results", _key(field)
+    name = key.split(".")[-1]
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(_at(field, 0)).replace(f"{name}: 0", f"{name}: {text}"))
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump(BASE))
+    messages = []
+    for argv in (["plan", path], ["run", path, "--executor", "local"],
+                 ["plan", base, "--set", f"{key}={text}"]):
+        rc, _, err = cli([*argv, "--results", results])
+        [line] = err.strip().splitlines()
+        assert rc == 2 and key in line, line
+        messages.append(line.split(": error: ", 1)[1])
+    assert messages[0] == messages[1]  # plan refuses exactly what run refuses
+    group = key.split(".")[0]
+    with pytest.raises(SweeperInputError, match=re.escape(key)):
+        sweeper.run(BASE, results=str(results), executor="local",
+                    **{group: _at(field, value)[group]})
+    assert not results.exists()
+
+
+@pytest.mark.parametrize(("keyword", "value"), [
+    ("retries", -1), ("retries", 101), ("pack_size", 0), ("pack_size", 10**40),
+    ("num_cpus", 0), ("retries", math.nan), ("device", "cuda:x"), ("device", "cpu\n")])
+def test_a_run_keyword_is_refused_by_the_same_rule_before_anything_starts(keyword, value,
+                                                                          tmp_path):
+    import sweeper
+    from sweeper.errors import SweeperInputError
+
+    results = tmp_path / "results"
+    flag = keyword.replace("_", "-")
+    with pytest.raises(SweeperInputError, match=rf"^--{flag}/{keyword}: got "):
+        sweeper.run(BASE, results=str(results), executor="local", **{keyword: value})
+    assert not results.exists()
+
+
+def test_python_values_of_numpy_and_tuples_are_read_as_numbers_and_lists():
+    import numpy as np
+
+    from sweeper.overrides import sweep_from
+
+    sweep = sweep_from(BASE, {"seeds": (np.int64(3), 5), "budget": {"steps": np.float32(30)}})
+    assert sweep.seeds == (3, 5) and sweep.fixed["train"]["steps"] == 30
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "{file}", "--rows", "-1"], ["plan", "{file}", "--workers", "0"],
+    ["run", "{file}", "--pack-size", "9" * 5000], ["run", "{file}", "--retries", "1e9"],
+    ["run", "{file}", "--num-cpus", "nan"], ["train", "--task", "copy-v1", "--model", "seq2seq",
+                                             "--out", "{root}/t", "--seed", "-1"],
+    ["dashboard", "{root}", "--port", "-1"], ["dashboard", "{root}", "--port", "99999"],
+    ["plan"],
+])
+def test_a_bad_flag_is_one_line_exit_2(argv, tmp_path, capsys):
+    from sweeper.cli import main
+
+    file = tmp_path / "sweep.yaml"
+    file.write_text(yaml.safe_dump(BASE))
+    with pytest.raises(SystemExit) as exc:
+        main([a.format(file=file, root=tmp_path / "results") for a in argv])
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and ": error: " in line and len(line) < 300, line
+    assert not (tmp_path / "results").exists()

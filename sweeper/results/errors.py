@@ -3,8 +3,10 @@ it, so a command catches one class and prints one line (exit status 2)."""
 
 from __future__ import annotations
 
+import argparse
 import difflib
 from collections.abc import Iterable
+from typing import NoReturn
 
 
 class ResultsInputError(ValueError):
@@ -33,3 +35,20 @@ def closed_pipe_exit() -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     return 141
+
+
+def one_line(message: str) -> str:
+    """An error message as one line a terminal prints as it is: whitespace runs (a newline in a
+    value, a YAML problem's context) become one space, and other control characters (an
+    escape sequence in a name) are shown escaped."""
+    text = " ".join(str(message).split())
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a usage error as one line, exit status 2 (as every other input error of
+    the commands): `sweeper plan: error: argument --rows: ... (see sweeper plan --help)`.
+    Subcommands' parsers are made of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sweeper.numbers import check_float
 from sweeper.results.errors import ResultsInputError
 from sweeper.results.rules import (
     CORE_RULES,
@@ -49,9 +50,8 @@ class Thresholds:
     def __post_init__(self) -> None:
         named = {n: getattr(self, n) for n in _NAMED}
         for name, value in {**named, **self.others}.items():
-            if isinstance(value, bool) or not (isinstance(value, int | float) and 0 <= value <= 1):
-                raise ResultsInputError(f"{name} threshold: got {value!r}; allowed: a number "
-                                        "in [0, 1]")
+            check_float(value, f"{name} threshold", 0, 1, allowed="a number in [0, 1]",
+                        error=ResultsInputError)
 
     def of(self, rule: OutcomeRule) -> float:
         """The threshold `rule` is judged at."""
