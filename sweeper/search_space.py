@@ -375,24 +375,51 @@ def load_sweep(path: str) -> SweepFile:
 
 
 def read_sweep_text(path: str) -> str:
-    """A sweep file's text, bounded and decoded ("-": standard input), or a one-line error."""
+    """A sweep file's text, bounded and decoded ("-": standard input), or a one-line error.
+
+    The file must be a regular file: a FIFO would wait for a writer for ever, a device (say
+    /dev/zero) never ends, a folder cannot be read; each is refused at once (the FIFO is
+    opened without waiting, then looked at). A UTF-8 byte-order mark at the start is text,
+    and is dropped."""
     if path == "-":
         import sys
 
-        return sys.stdin.read(MAX_FILE_BYTES + 1)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SweepFileError(f"{path}: cannot read ({exc.strerror})") from None
+        stdin = getattr(sys.stdin, "buffer", None)
+        data = stdin.read(MAX_FILE_BYTES + 1) if stdin is not None else \
+            sys.stdin.read(MAX_FILE_BYTES + 1).encode()
+    else:
+        data = _read_regular_file(path)
     if len(data) > MAX_FILE_BYTES:
         raise SweepFileError(f"{path}: larger than {MAX_FILE_BYTES:,} bytes; allowed: a sweep "
                              "file (a few kB of YAML)")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise SweepFileError(f"{path}: not UTF-8 text; allowed: a YAML sweep file") from None
-    return text
+
+
+def _read_regular_file(path: str) -> bytes:
+    """Up to MAX_FILE_BYTES + 1 bytes of `path`, which must be a regular file."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: opened, never waited on
+    except OSError as exc:
+        raise SweepFileError(f"{path}: cannot read ({exc.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode)
+                or stat.S_ISBLK(mode) else "not a regular file")
+        raise SweepFileError(f"{path}: {kind}; allowed: a regular file (or - to read the sweep "
+                             "from standard input)")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return f.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise SweepFileError(f"{path}: cannot read ({exc.strerror})") from None
 
 
 def parse_sweep(text: str) -> SweepFile:
