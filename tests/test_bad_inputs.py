@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
 import time
 from pathlib import Path
@@ -392,3 +393,82 @@ def test_a_bad_flag_is_one_line_exit_2(argv, tmp_path, capsys):
     [line] = capsys.readouterr().err.strip().splitlines()
     assert exc.value.code == 2 and ": error: " in line and len(line) < 300, line
     assert not (tmp_path / "results").exists()
+
+
+# -- names and inputs that cannot surprise ---------------------------------------------------
+@pytest.mark.parametrize("name", ["x\n", "x\r", "x\n\n", "x\t", "x ", "\nx", "x" * 129])
+def test_a_sweep_name_is_matched_in_full(name, tmp_path):
+    from sweeper.results import check_sweep_name
+    from sweeper.results.errors import ResultsInputError
+
+    with pytest.raises(ResultsInputError, match="^name: got "):
+        check_sweep_name(name)
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "name": name}))
+    for argv in (["plan", path], ["run", path, "--executor", "local"]):
+        rc, _, err = cli([*argv, "--results", tmp_path / "results"])
+        [line] = err.strip().splitlines()
+        assert rc == 2 and line.startswith(f"sweeper {argv[0]}: error: name: got "), line
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_utf8_byte_order_mark_is_text_and_plans(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + yaml.safe_dump(BASE).encode())
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "results", "--no-estimate"])
+    assert rc == 0 and out.startswith(f"{BASE['name']}: 4 trials"), err
+
+
+@pytest.mark.parametrize("special", ["fifo", "folder", "/dev/zero", "/dev/null"])
+def test_a_sweep_file_that_is_not_a_regular_file_is_refused_at_once(special, tmp_path):
+    """In real child processes: a FIFO read without a writer would block for ever."""
+    from sweep_helpers import cli_subprocess
+
+    path = {"fifo": tmp_path / "fifo", "folder": tmp_path}.get(special, Path(special))
+    if special == "fifo":
+        os.mkfifo(path)
+    for command in (["plan", path], ["run", path, "--executor", "local"]):
+        started = time.monotonic()
+        done = cli_subprocess([*command, "--results", tmp_path / "results"], timeout=60)
+        [line] = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and "allowed: a regular file" in line, line
+        assert time.monotonic() - started < TIME_LIMIT_S
+    assert not (tmp_path / "results").exists()
+
+
+UNREACHABLE_S3 = "s3://bucket/x?endpoint_override=127.0.0.1:9&scheme=http"  # nothing listens
+
+
+@pytest.mark.parametrize("command", [["plan"], ["run", "--executor", "local"]])
+def test_a_results_root_that_does_not_answer_is_one_line_within_seconds(command, tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.setenv("SWEEPER_REMOTE_TIMEOUT_S", "3")
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    started = time.monotonic()
+    rc, _, err = cli([command[0], path, *command[1:], "--results", UNREACHABLE_S3])
+    [line] = err.strip().splitlines()
+    assert rc == 2 and line.startswith(f"sweeper {command[0]}: error: --results: "), line
+    assert "did not answer within 3 s" in line or "cannot be reached" in line, line
+    assert time.monotonic() - started < TIME_LIMIT_S
+
+
+def test_a_results_root_whose_opening_hangs_is_refused_at_the_timeout(monkeypatch):
+    """As gs:// does with no network (it waits for minutes): the probe is given up on."""
+    from types import SimpleNamespace
+
+    import pyarrow.fs as pafs
+
+    import sweeper.results.reading as reading
+    from sweeper.results import Store
+    from sweeper.results.errors import ResultsInputError
+
+    monkeypatch.setenv("SWEEPER_REMOTE_TIMEOUT_S", "0.5")
+    hanging = SimpleNamespace(from_uri=lambda uri: time.sleep(30))
+    monkeypatch.setattr(reading, "pafs", SimpleNamespace(FileSystem=hanging,
+                                                         FileType=pafs.FileType))
+    started = time.monotonic()
+    with pytest.raises(ResultsInputError, match=r"^--results: 'gs://b/x' did not answer within "
+                                                r"0.5 s; allowed: "):
+        Store.open("gs://b/x")
+    assert time.monotonic() - started < 2
