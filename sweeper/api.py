@@ -125,7 +125,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     driver of the sweep to finish instead of refusing. extend: store trials of a configuration
     that differs from the stored sweep's under its name (`sweeper.identity`). SIGINT and SIGTERM
     stop the run once its running packs are stored (`sweeper.interrupts`)."""
-    from sweeper.admission import check_memory
+    from sweeper.admission import admit_here
     from sweeper.devices import prepare_native_kernels
     from sweeper.interrupts import stop_on_signals
     from sweeper.overrides import sweep_from
@@ -153,7 +153,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     check_writable(store)
     memory = None
     if address is None:  # the trials train on this machine (a cluster's nodes may differ)
-        memory = check_memory(spec, plan.specs, pack_size or spec.pack_size)
+        memory = admit_here(spec, plan.specs, pack_size or spec.pack_size)
         # (automatic packs are cut to fit `memory` over the packs running at once)
     runner.check(spec, store)  # before it starts and before anything is written
     from sweeper.results.lease import acquire

@@ -56,6 +56,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     sweep = _load_with_sets(args.file, args.set)
     store = Store.open(_results_root(args, sweep))
     plan = make_plan(sweep, store.done_ids(sweep.name))  # failed trials: trained again
+    budget = None
+    if args.address is None:  # as `sweeper run` admits it here, before the estimate's probe
+        from sweeper.admission import admit_here
+
+        budget = admit_here(sweep, plan.specs, sweep.pack_size)
     _warn_if_refused(plan, store)
     from sweeper.results.cells import resolution_warning
 
@@ -68,10 +73,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps(data) if args.json else text)
         return 0
     pending, sharing = plan.pending, plan.sharing
-    from sweeper.admission import memory_budget
-
-    budget = memory_budget()  # as `sweeper run` cuts packs on this machine
-    packs = form_packs(sharing.trainings, sweep.pack_size, args.workers,
+    packs = form_packs(sharing.trainings, sweep.pack_size, args.workers,  # as run cuts them
                        None if budget is None else budget // max(1, args.workers))
     cost = None
     if packs and not args.no_estimate:
@@ -79,7 +81,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         stored = store.read(sweep.name, "trials")
         cost = estimate(packs, args.workers, None if stored is None else stored.to_pandas(),
-                        sweep.resources["cpu"])
+                        sweep.resources["cpu"], probe=args.address is None)
     columns = ["trial_id"] + [a.column for a in sweep.axes] + ["seed"]
     rows = [[s.trial_id] + [s.flat()[c] for c in columns[1:]] for s in plan.specs[:args.rows]]
     if args.json:
@@ -233,6 +235,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int_argument(1, MAX_CPUS), default=os.cpu_count() or 1,
                    help="workers assumed for the automatic pack size and the estimate")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    p.add_argument("--address", help="the Ray cluster the sweep will run on (as run's "
+                   "--address): this machine's device and memory are not checked, and the "
+                   "estimate comes only from stored trials (no timed probe here)")
     p.add_argument("--no-estimate", action="store_true",
                    help="skip the wall-time estimate (its timed probe trains a few steps when "
                         "nothing of the sweep's shape is stored)")

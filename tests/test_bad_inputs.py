@@ -472,3 +472,42 @@ def test_a_results_root_whose_opening_hangs_is_refused_at_the_timeout(monkeypatc
                                                 r"0.5 s; allowed: "):
         Store.open("gs://b/x")
     assert time.monotonic() - started < 2
+
+
+# -- plan refuses what run refuses, before its estimate allocates anything --------------------
+HUGE = _set(_set(_set(BASE, ("fixed", "model", "width"), 8192), ("fixed", "task", "length"), 512),
+            ("fixed", "train", "batch_size"), 1_000_000)
+
+
+@pytest.mark.parametrize("case", ["cuda", "memory"])
+def test_plan_refuses_what_run_refuses_here_before_its_estimate_trains(case, tmp_path,
+                                                                       monkeypatch):
+    import torch
+
+    import sweeper.estimate
+
+    if case == "cuda" and torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    monkeypatch.setattr(sweeper.estimate, "_from_probe", lambda *a: pytest.fail("probe ran"))
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "device": "cuda"} if case == "cuda" else HUGE))
+    results = tmp_path / "results"
+    lines = []
+    for argv in (["plan", path], ["run", path, "--executor", "local"], ["run", path]):
+        rc, _, err = cli([*argv, "--results", results])
+        [line] = err.strip().splitlines()
+        assert rc == 2, line
+        lines.append(line.split(": error: ", 1)[1])
+    assert lines[0] == lines[1] == lines[2]
+    assert ("0 CUDA device(s)" if case == "cuda" else "one trial needs about") in lines[0]
+    assert not results.exists()
+
+
+def test_plan_for_a_cluster_skips_this_machines_checks_and_its_probe(tmp_path, monkeypatch):
+    import sweeper.estimate
+
+    monkeypatch.setattr(sweeper.estimate, "_from_probe", lambda *a: pytest.fail("probe ran"))
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**HUGE, "device": "cuda"}))
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "results", "--address", "auto"])
+    assert rc == 0 and "4 trials" in out and "estimate" not in out, err
