@@ -128,19 +128,26 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, bool) or type(value).__name__ == "bool_"
 
 
+def read_number(text: str) -> Any:
+    """A number written as text (a flag, a query parameter): an int when it reads as one, else
+    a float, else the text itself, for the rule to refuse showing it. Text longer than
+    MAX_INTEGER_TEXT is not read (Python reads at most 4,300 digits)."""
+    if len(text) > MAX_INTEGER_TEXT:
+        return text
+    for parse in (int, float):
+        with contextlib.suppress(ValueError):
+            return parse(text)
+    return text
+
+
 def int_argument(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
     """An argparse `type=` for an integer flag, by the same rule: `--port 99999` is one line,
     `argument --port: got 99999; allowed: an integer >= 0 and <= 65535`, exit status 2."""
     def parse(text: str) -> int:
-        value: Any = text
-        if len(text) <= MAX_INTEGER_TEXT:
-            with contextlib.suppress(ValueError):
-                value = int(text)
         try:
-            return check_int(value, "", low, high, error=ValueError)
+            return check_int(read_number(text), "", low, high, error=ValueError)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc).removeprefix(": ")) from None
 
     parse.__name__ = "integer"  # argparse names the type in its own messages
     return parse
-

@@ -511,3 +511,101 @@ def test_plan_for_a_cluster_skips_this_machines_checks_and_its_probe(tmp_path, m
     path.write_text(yaml.safe_dump({**HUGE, "device": "cuda"}))
     rc, out, err = cli(["plan", path, "--results", tmp_path / "results", "--address", "auto"])
     assert rc == 0 and "4 trials" in out and "estimate" not in out, err
+
+
+# -- the dashboard's parameters ----------------------------------------------------------------
+PHASE = "/api/phase?sweep=copy&x=task.cooccurrence&y=task.hardness"
+CELL = "/api/cell?sweep=copy&cell="
+MALFORMED_QUERIES = [
+    "/api/state", "/api/state?sweep=x%0A", "/api/state?sweep=x%0D", "/api/state?sweep=..",
+    "/api/state?sweep=copy&sweep=other", "/api/state?sweep=%C3%A9", "/api/state?sweep=%FF",
+    "/api/state?sweep=%00", "/api/state?sweep=" + "a" * 300, "/api/state?sweep=copy&extra=1",
+    "/api/state?Sweep=copy", "/api/phase?sweep=copy", "/api/phase?sweep=copy&x=task.hardness",
+    PHASE + "&min_seeds=abc", PHASE + "&min_seeds=nan", PHASE + "&min_seeds=inf",
+    PHASE + "&min_seeds=1.5", PHASE + "&min_seeds=0", PHASE + "&min_seeds=-1",
+    PHASE + "&min_seeds=" + "9" * 5000, PHASE + "&min_seeds=3&min_seeds=4",
+    PHASE + "&outcome=nope", PHASE + "&facet=nope", "/api/phase?sweep=copy&x=nope&y=task.hardness",
+    CELL + "notjson", CELL + "%7B%7D", CELL + "[1,2]", CELL + "[" * 5000 + "]" * 5000,
+    CELL + '[{"column":"task.hardness","lo":"a","hi":1}]',
+    CELL + '[{"column":"task.hardness","lo":NaN,"hi":1}]',
+    CELL + '[{"column":"task.hardness","lo":0}]',
+    CELL + '[{"column":"task.hardness","lo":1,"hi":0}]',
+    CELL + '[{"column":"task.hardness","value":1e999}]',
+    CELL + '[{"column":"task.hardness","value":Infinity}]',
+    CELL + '[{"column":"task.hardness","value":' + "9" * 5000 + "}]",
+    CELL + '[{"column":[1],"value":1}]', CELL + '[{"column":"nope","value":1}]',
+    CELL + '[{"column":"task.hardness","value":1,"x":2}]', CELL + "[]&metrics=nope",
+    CELL + "[]&metrics=%E2%98%83", "/api/failed?sweep=copy&sweep=copy",
+    "/api/search?sweep=copy&x=1", "/api/metrics?sweep=%0A",
+]
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory):
+    import threading
+
+    import synthetic_stores as synthetic
+
+    from analysis.dashboard.server import make_server
+
+    root = tmp_path_factory.mktemp("dashboard")
+    synthetic.write_copy_sweep(root, "copy", failed=0.05, diverged=0.03)
+    httpd, _ = make_server(str(root), "copy", port=0)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                              daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_the_dashboard_query_set_is_large():
+    assert len(MALFORMED_QUERIES) >= 40
+
+
+@pytest.mark.parametrize("query", MALFORMED_QUERIES, ids=range(len(MALFORMED_QUERIES)))
+def test_a_malformed_dashboard_query_is_400_with_one_line(query, dashboard):
+    import json
+
+    status, body = _get(dashboard + query.replace(" ", "%20").replace('"', "%22"))
+    message = json.loads(body)["error"]
+    assert status == 400, (status, message)
+    assert "\n" not in message and "Error" not in message and "Traceback" not in message
+    assert "allowed" in message or "unknown" in message or "must differ" in message, message
+    assert len(message) < 400, message
+
+
+def test_a_dashboard_failure_answers_500_without_the_exception_text(dashboard, monkeypatch,
+                                                                    capsys):
+    import json
+
+    from analysis.dashboard.data import SweepView
+
+    def broken(self):
+        raise RuntimeError("secret /home/someone/path")
+
+    monkeypatch.setattr(SweepView, "failed", broken)
+    status, body = _get(f"{dashboard}/api/failed?sweep=copy")
+    assert status == 500 and "secret" not in json.loads(body)["error"]
+    assert "secret" in capsys.readouterr().err  # the server's own log keeps it
+
+
+@pytest.mark.parametrize("port", [-1, 99999, 2**70, "80"])
+def test_a_dashboard_port_outside_0_65535_is_refused_in_one_line(port, tmp_path):
+    from analysis.dashboard.server import make_server
+    from analysis.errors import AnalysisInputError
+
+    with pytest.raises(AnalysisInputError, match=r"^--port: got .*; allowed: an integer >= 0 "
+                                                 r"and <= 65535$"):
+        make_server(str(tmp_path), None, port=port)
