@@ -28,22 +28,25 @@ from sweeper.results.errors import (
 
 def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
     """`--set task.cooccurrence=0.5` -> {"task": {"cooccurrence": 0.5}} (values read as YAML)."""
+    from sweeper.numbers import shown
     from sweeper.search_space import load_yaml_value
+    from sweeper.sweep_fields import key_path
 
     out: dict[str, dict[str, Any]] = {"task": {}, "model": {}, "train": {}}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         group, dot, name = key.partition(".")
+        label = f"--set {key_path('', key)}"
         if not sep or not dot or not name:
-            raise ParameterError(f"--set: got {pair!r}; allowed: GROUP.NAME=VALUE with GROUP one "
-                                 "of task, model, train (e.g. task.cooccurrence=0.5)")
+            raise ParameterError(f"--set: got {shown(pair)}; allowed: GROUP.NAME=VALUE with "
+                                 "GROUP one of task, model, train (e.g. task.cooccurrence=0.5)")
         if group not in out:
-            raise ParameterError(f"--set {key}: unknown group {group!r}; allowed: task, model, "
+            raise ParameterError(f"{label}: unknown group {shown(group)}; allowed: task, model, "
                                  "train")
         try:
-            out[group][name] = load_yaml_value(raw, f"--set {key}")
+            out[group][name] = load_yaml_value(raw, label)
         except yaml.YAMLError as exc:
-            raise ParameterError(f"--set {key}: got {raw!r}, not a value ({exc})") from None
+            raise ParameterError(f"{label}: got {shown(raw)}, not a value ({exc})") from None
     return out
 
 

@@ -8,9 +8,9 @@ as YAML's `1e4`; true and false are not numbers), finite (never NaN or infinity)
 store has). A value that breaks the rule is one line naming the field, what was given (shown
 short: a 5,000-digit integer is not printed) and what is allowed.
 
-Below every other module of sweeper (it imports only the errors, when it raises one), so that
-the results contract (outcome thresholds), the registry, the sweep file's readers, the command
-line and `analysis` all read the same rule.
+Below every other module of sweeper (it imports only the errors: the results contract's, and
+`sweeper.errors` when it raises one), so that the results contract (outcome thresholds), the
+registry, the sweep file's readers, the command line and `analysis` all read the same rule.
 """
 
 from __future__ import annotations
@@ -22,26 +22,11 @@ import numbers
 from collections.abc import Callable
 from typing import Any
 
+from sweeper.results.errors import SHOWN_CHARS, shown  # noqa: F401 - part of the rule's API
+
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_SEED = INT64_MAX  # the trials table stores a seed as int64 (a larger one fails to store)
-SHOWN_CHARS = 60  # what a message shows of a value given
 MAX_INTEGER_TEXT = 100  # an integer written longer is refused unread (int64 needs 19 digits)
-
-
-def shown(value: Any) -> str:
-    """`repr(value)`, kept short for a one-line message: a long string or list is cut, and a
-    huge integer is described (its repr alone would fail past 4,300 digits)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
-        digits = len(str(abs(value))) if value.bit_length() < 14_000 else None
-        return (f"an integer of {digits:,} digits" if digits else
-                f"an integer of about {int(value.bit_length() * math.log10(2)):,} digits")
-    try:
-        text = repr(value)
-    except ValueError:  # a huge integer inside a container
-        text = f"a {type(value).__name__} holding a huge integer"
-    if len(text) <= SHOWN_CHARS:
-        return text
-    return f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
 
 
 def bound_text(bound: float) -> str:

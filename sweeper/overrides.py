@@ -103,62 +103,75 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
     """
     import copy
 
+    from sweeper.numbers import shown
     from sweeper.search_space import GROUPS, TOP_KEYS, SweepFileError
+    from sweeper.sweep_fields import key_path
 
     out = copy.deepcopy(dict(data))
     for item in sets:
         key, sep, raw = item.partition("=")
         path = key.strip().split(".")
+        label = f"--set {key_path('', key.strip())}"  # a long or odd key is shown cut
         if not sep or not key.strip() or any(not p for p in path):
-            raise SweepFileError(f"--set: got {item!r}; allowed: KEY=VALUE such as "
+            raise SweepFileError(f"--set: got {shown(item)}; allowed: KEY=VALUE such as "
                                  "model.width=48, model.heads=1,4 or seeds=4")
         if len(path) == 1 and path[0] not in TOP_KEYS:
-            raise SweepFileError(f"--set {key}: unknown key{_group_hint(out, path[0])}; allowed: "
+            raise SweepFileError(f"{label}: unknown key{_group_hint(out, path[0])}; allowed: "
                                  f"GROUP.NAME (task, model, train) or a key of the file: "
                                  f"{', '.join(TOP_KEYS)}")
-        value, values = _set_value(key, raw)
+        value, values = _set_value(label, raw)
         if path[0] in GROUPS and len(path) == 2:
             group, name = path
-            fixed = out.setdefault("fixed", {}) or {}
-            axes = out.setdefault("axes", {}) or {}
-            out["fixed"], out["axes"] = fixed, axes
+            fixed = _mapping_in(_mapping_in(out, "fixed", label), group, label)
+            axes = _mapping_in(_mapping_in(out, "axes", label), group, label)
             if values is None:
-                (axes.get(group) or {}).pop(name, None)
-                fixed.setdefault(group, {})[name] = value
+                axes.pop(name, None)
+                fixed[name] = value
             else:
-                (fixed.get(group) or {}).pop(name, None)
-                axes.setdefault(group, {})[name] = {"grid": values}
+                fixed.pop(name, None)
+                axes[name] = {"grid": values}
             continue
         node = out
         for part in path[:-1]:
-            if not isinstance(node.get(part, {}), dict):
-                raise SweepFileError(f"--set {key}: {part} is not a mapping in the file; "
-                                     "allowed: a key of a mapping")
-            node = node.setdefault(part, {})
+            node = _mapping_in(node, part, label)
         node[path[-1]] = value if values is None else values
     return out
 
 
-def _set_value(key: str, raw: str) -> tuple[Any, list | None]:
+def _mapping_in(node: dict, key: str, label: str) -> dict:
+    """`node[key]`, a mapping (made when absent or null), or one line naming the `--set`."""
+    from sweeper.search_space import SweepFileError
+    from sweeper.sweep_fields import key_path
+
+    if node.get(key) is None:
+        node[key] = {}
+    if not isinstance(node[key], dict):
+        raise SweepFileError(f"{label}: {key_path('', key)} is not a mapping in the file; "
+                             "allowed: a key of a mapping")
+    return node[key]
+
+
+def _set_value(label: str, raw: str) -> tuple[Any, list | None]:
     """`--set` VALUE as (a value, None) or (None, an axis's values): `1,4` is an axis, `[3,7]`
-    one list value (seq2seq's head_seeds), `[0,1],[2,3]` an axis of list values."""
+    one list value (seq2seq's head_seeds), `[0,1],[2,3]` an axis of list values. Read as a
+    sweep file is, with its bounds; errors name `label` (`--set KEY`)."""
     import yaml
 
+    from sweeper.numbers import shown
     from sweeper.search_space import SweepFileError, load_yaml_value
 
     text = raw.strip()
     try:
         if "," in text and not text.startswith(("[", "{")):
-            return None, [load_yaml_value(v.strip(), f"--set {key}") for v in text.split(",")]
+            return None, [load_yaml_value(v.strip(), label) for v in text.split(",")]
         try:
-            return load_yaml_value(text, f"--set {key}"), None
+            return load_yaml_value(text, label), None
         except yaml.YAMLError:
             if not text.startswith("["):
                 raise
-            return None, load_yaml_value(f"[{text}]", f"--set {key}")  # [0,1],[2,3]: an
-            # axis of lists
+            return None, load_yaml_value(f"[{text}]", label)  # [0,1],[2,3]: an axis of lists
     except yaml.YAMLError:
-        raise SweepFileError(f"--set {key}: got {raw!r}; allowed: a YAML value, a comma list "
+        raise SweepFileError(f"{label}: got {shown(raw)}; allowed: a YAML value, a comma list "
                              "(an axis) or comma-separated [lists] (an axis of lists)") from None
 
 

@@ -34,6 +34,7 @@ checked before anything runs, and each error names its path in the file and what
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,9 +42,10 @@ import yaml
 
 from sweeper.errors import ParameterError, SweeperInputError
 from sweeper.families import MODELS, TASKS, Family, check_pair, family_of
-from sweeper.numbers import MAX_INTEGER_TEXT, MAX_SEED, check_float
+from sweeper.numbers import MAX_INTEGER_TEXT, MAX_SEED, check_float, shown
 from sweeper.registry import Entry, Param
 from sweeper.results import check_sweep_name
+from sweeper.results.errors import ResultsInputError
 from sweeper.spec import TRAIN_ENTRY, check_device, make_spec
 from sweeper.sweep_fields import (
     MAX_CPUS,
@@ -285,10 +287,10 @@ def _axis(group: str, name: str, param: Param, spec: Any, path: str) -> Axis:
         if not isinstance(values, list) or not values:
             raise fail(where, values, "a non-empty list of values")
         checked = [_check_value(param, v, f"{where}[{i}]") for i, v in enumerate(values)]
-        for i, v in enumerate(checked):
-            if v in checked[:i]:
-                raise fail(f"{where}[{i}]", values[i],
-                            f"distinct values ({values[i]!r} is given twice)")
+        repeated = _first_repeat(tuple(v) if isinstance(v, list) else v for v in checked)
+        if repeated is not None:
+            raise fail(f"{where}[{repeated}]", values[repeated],
+                       f"distinct values ({shown(values[repeated])} is given twice)")
         return Axis(group, name, kind, tuple(checked))
     if not isinstance(values, list) or len(values) != 2:
         raise fail(where, values, "[low, high]")
@@ -306,6 +308,17 @@ def _axis(group: str, name: str, param: Param, spec: Any, path: str) -> Axis:
     return Axis(group, name, kind, (low, high))
 
 
+def _first_repeat(values: Iterable[Any]) -> int | None:
+    """The index of the first value equal to an earlier one, or None: one pass (a list of
+    100,000 seeds compared pairwise took minutes)."""
+    seen: set[Any] = set()
+    for i, value in enumerate(values):
+        if value in seen:
+            return i
+        seen.add(value)
+    return None
+
+
 def _seeds(raw: Any) -> tuple[int, ...]:
     if raw is None:
         return (0,)
@@ -313,9 +326,9 @@ def _seeds(raw: Any) -> tuple[int, ...]:
         if not raw:
             raise fail("seeds", raw, "an integer >= 1 or a non-empty list of seeds")
         seeds = [int_at(s, f"seeds[{i}]", 0, MAX_SEED) for i, s in enumerate(raw)]
-        for i, s in enumerate(seeds):
-            if s in seeds[:i]:
-                raise fail(f"seeds[{i}]", s, "distinct seeds")
+        repeated = _first_repeat(seeds)
+        if repeated is not None:
+            raise fail(f"seeds[{repeated}]", seeds[repeated], "distinct seeds")
         return tuple(seeds)
     return tuple(range(int_at(raw, "seeds", 1, 100_000)))
 
@@ -337,6 +350,9 @@ def _search(raw: Any, axes: tuple[Axis, ...], family: Family,
     return rules.read_search(raw, axes, family, seeds)
 
 
+MAX_REDUCTION_FACTOR = 100  # ASHA keeps 1 in this many at each rung (2 to 4 is usual)
+
+
 def _scheduler(raw: Any, family: Family, steps: int) -> Scheduler | None:
     if raw is None:
         return None
@@ -354,7 +370,7 @@ def _scheduler(raw: Any, family: Family, steps: int) -> Scheduler | None:
         raise fail("scheduler.mode", mode, "max or min")
     grace = int_at(raw.get("grace_period", 1), "scheduler.grace_period", 1, steps)
     factor = number_at(raw.get("reduction_factor", 3), "scheduler.reduction_factor", 1,
-                        strict=True)
+                        strict=True, high=MAX_REDUCTION_FACTOR)
     return Scheduler(metric, mode, grace, factor)
 
 
@@ -406,7 +422,8 @@ def _read_regular_file(path: str) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: opened, never waited on
     except OSError as exc:
-        raise SweepFileError(f"{path}: cannot read ({exc.strerror})") from None
+        raise SweepFileError(f"{path}: cannot read ({exc.strerror}); allowed: a readable "
+                             "sweep file (or - for standard input)") from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
@@ -419,7 +436,8 @@ def _read_regular_file(path: str) -> bytes:
         try:
             return f.read(MAX_FILE_BYTES + 1)
         except OSError as exc:
-            raise SweepFileError(f"{path}: cannot read ({exc.strerror})") from None
+            raise SweepFileError(f"{path}: cannot read ({exc.strerror}); allowed: a readable "
+                                 "sweep file") from None
 
 
 def parse_sweep(text: str) -> SweepFile:
@@ -433,11 +451,13 @@ def parse_sweep(text: str) -> SweepFile:
             raise fail(key, raw[key], f"a {key} id (see sweeper tasks)")
     try:
         name = check_sweep_name(raw["name"], "name")
+    except ResultsInputError as exc:  # the results contract's name rule
+        raise SweepFileError(str(exc)) from None
+    try:
         task, model = TASKS.get(raw["task"]).id, MODELS.get(raw["model"]).id
     except SweeperInputError as exc:
-        raise SweepFileError(str(exc) if str(exc).startswith("name") else
-                             f"{'task' if raw['task'] not in TASKS.ids() else 'model'}: {exc}"
-                             ) from None
+        raise SweepFileError(f"{'task' if raw['task'] not in TASKS.ids() else 'model'}: "
+                             f"{exc}") from None
     try:
         family = check_pair(task, model)
     except SweeperInputError as exc:
