@@ -57,8 +57,10 @@ class Param:
         if self.type is list:
             if not isinstance(value, list | tuple) or not value:
                 raise bad
-            return [check_int(item, f"{where}[{i}]", self.low, self.high, allowed=allowed)
-                    for i, item in enumerate(value)]  # a fresh list: the caller's is not kept
+            try:  # a fresh list: the caller's is not kept
+                return [check_int(item, where, self.low, self.high) for item in value]
+            except ParameterError:
+                raise bad from None  # the whole list shown, as the field is
         if self.type is int:
             value = check_int(value, where, self.low, self.high, allowed=allowed)
         elif self.type is float:
