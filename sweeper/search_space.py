@@ -363,7 +363,7 @@ def _scheduler(raw: Any, family: Family, steps: int) -> Scheduler | None:
     metrics = tuple(m.name for m in family.scalar_metrics())
     metric = raw.get("metric")
     if metric not in metrics:
-        raise SweepFileError(f"scheduler.metric: got {metric!r}"
+        raise SweepFileError(f"scheduler.metric: got {shown(metric)}"
                              f"{suggest_plain(metric, metrics)}; allowed: {', '.join(metrics)}")
     mode = raw.get("mode", "max")
     if mode not in ("max", "min"):

@@ -8,6 +8,7 @@ import os
 import sys
 
 from sweeper.errors import SweeperInputError
+from sweeper.numbers import shown
 from sweeper.report import table
 
 DEFAULT_RESULTS = "./results"
@@ -160,7 +161,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     name, store = _sweep_name_and_store(args)
     manifest = store.read_manifest(name)
     if manifest is None:
-        raise SweeperInputError(f"SWEEP: got {name!r}; no sweep of that name under {store.uri}")
+        raise SweeperInputError(f"SWEEP: got {shown(name)}; no sweep of that name under "
+                                f"{store.uri}")
     counts = store.status_counts(name)
     stored = store.stored_ids(name)
     if args.sweep.endswith((".yaml", ".yml")) and os.path.exists(args.sweep):
@@ -201,7 +203,8 @@ def _driver(store, name: str, manifest: dict) -> tuple[str, str | None, float | 
 def cmd_compact(args: argparse.Namespace) -> int:
     name, store = _sweep_name_and_store(args)
     if store.read_manifest(name) is None and not store.files(name, "trials"):
-        raise SweeperInputError(f"SWEEP: got {name!r}; no sweep of that name under {store.uri}")
+        raise SweeperInputError(f"SWEEP: got {shown(name)}; no sweep of that name under "
+                                f"{store.uri}")
     from sweeper.results.lease import acquire
 
     with acquire(store, name):  # never while a driver writes the sweep

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from sweeper.numbers import check_float, check_int
+from sweeper.numbers import check_float, check_int, shown
 from sweeper.results import cell_stats
 from sweeper.results.levelset import MODELS, SharePosterior, face_neighbours, share_posterior
 from sweeper.spec import TrialResult, TrialSpec
@@ -173,7 +173,7 @@ class BoundaryStrategy(SearchRules):
         outcome = raw.get("outcome", family.phase_outcome)
         outcomes = tuple(r.column for r in family.outcome_rules if r.kind == "success")
         if outcome not in outcomes:
-            raise SweepFileError(f"search.outcome: got {outcome!r}"
+            raise SweepFileError(f"search.outcome: got {shown(outcome)}"
                                  f"{suggest_plain(outcome, outcomes)}; allowed: "
                                  f"{', '.join(outcomes)} (a success outcome of {family.name})")
         target = check_float(raw.get("target", 0.5), "search.target", 0, 1, low_open=True,
