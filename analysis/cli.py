@@ -14,7 +14,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sweeper.results.errors import ResultsInputError, ResultsWriteError, closed_pipe_exit
+from sweeper.numbers import int_argument
+from sweeper.results.errors import (
+    OneLineParser,
+    ResultsInputError,
+    ResultsWriteError,
+    closed_pipe_exit,
+    one_line,
+)
 from sweeper.results.files import write_whole_file
 from sweeper.results.outcomes import Thresholds
 
@@ -31,8 +38,8 @@ def _one_line_errors(func: Callable[[argparse.Namespace], int]):
         try:
             return func(args)
         except ResultsInputError as exc:  # AnalysisInputError and the contract's own
-            message = " ".join(str(exc).split())
-            print(f"sweeper {args.analysis_command}: error: {message}", file=sys.stderr)
+            print(f"sweeper {args.analysis_command}: error: {one_line(str(exc))}",
+                  file=sys.stderr)
             return 2
         except ResultsWriteError as exc:  # an output on a full disk or a read-only folder
             print(f"sweeper {args.analysis_command}: error: {exc}", file=sys.stderr)
@@ -116,7 +123,7 @@ def _add_query(subparsers) -> None:
     p.add_argument("--sql", help='e.g. "SELECT * FROM trials JOIN trajectories USING (trial_id)"')
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="table (default), or csv / json for scripts")
-    p.add_argument("--limit", type=int, help="print at most this many rows")
+    p.add_argument("--limit", type=int_argument(0), help="print at most this many rows")
     p.set_defaults(func=run_query, analysis_command="query")
 
 
@@ -153,7 +160,7 @@ def _add_phase_options(p: argparse.ArgumentParser, axes_required: bool) -> None:
                         "declares; default: the sweep's family's (copy: attention_learned, "
                         "topic: learned)")
     _add_threshold_options(p)
-    p.add_argument("--min-seeds", type=int, default=3,
+    p.add_argument("--min-seeds", type=int_argument(1, 100_000), default=3,
                    help="cells with fewer counted seeds are marked insufficient (default 3)")
 
 
@@ -477,7 +484,7 @@ def _add_heads(subparsers) -> None:
     p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
     p.add_argument("--classes", metavar="RESULTS/STAGE1",
                    help="read RESULTS/SWEEP as stage 2, its heads classified by this stage 1")
-    p.add_argument("--holdout", type=int, default=None,
+    p.add_argument("--holdout", type=int_argument(0, 100_000), default=None,
                    help="data seeds of stage 1 (the largest) held out of the classification, "
                         "measuring each class's rate alone (default 1 with 4 or more seeds)")
     p.add_argument("--stage2", metavar="FILE.yaml", help="write stage 2's sweep file here")
@@ -516,7 +523,7 @@ def _add_dashboard(subparsers) -> None:
     p.add_argument("results", metavar="RESULTS", help="the results root (a local path or URI)")
     p.add_argument("sweep", metavar="SWEEP", nargs="?",
                    help="the sweep to open first (default: the only one, or a list)")
-    p.add_argument("--port", type=int, default=8787,
+    p.add_argument("--port", type=int_argument(0, 65535), default=8787,
                    help="port to listen on (default 8787; 0: any free port)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1); any other needs --allow-remote")
@@ -539,7 +546,7 @@ def register(subparsers) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m analysis",
+    parser = OneLineParser(prog="python -m analysis",
                                      description="Query sweeps and draw their phase diagrams.")
     register(parser.add_subparsers(dest="subcommand", required=True))
     return parser

@@ -93,11 +93,9 @@ def resolve_root(results: str | os.PathLike,
         return filesystem, str(results).rstrip("/")
     text = os.fspath(results)
     if "://" in text:
-        try:
-            fs, path = pafs.FileSystem.from_uri(text)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
-            raise AnalysisInputError(f"cannot open results {text!r}: {exc}") from exc
-        return fs, path.rstrip("/")
+        from sweeper.results.reading import open_uri
+
+        return open_uri(text, field="RESULTS")  # asked once, within a timeout: no hang
     return pafs.LocalFileSystem(), os.path.abspath(text)
 
 

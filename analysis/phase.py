@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sweeper.numbers import shown
 from sweeper.results import (
     COUNTED_STATUSES,
     DEFAULT_THRESHOLDS,
@@ -155,7 +156,8 @@ def _check_axes(trials: pd.DataFrame, axes: Sequence[str | None],
         raise AnalysisInputError(f"phase axes must differ, got {', '.join(named)}")
     allowed = success_outcomes(outcome_rules(trials))
     if outcome not in allowed:
-        raise AnalysisInputError(f"outcome: got {outcome!r}; allowed: {', '.join(allowed)}")
+        raise AnalysisInputError(f"outcome: got {shown(outcome)}; allowed: "
+                                 f"{', '.join(allowed)}")
     for column in (outcome,):
         if column not in trials.columns:
             raise AnalysisInputError(f"trials have no {column!r} column: load them with "
@@ -496,7 +498,7 @@ def phase_from_summary(summary: pd.DataFrame, x: str, y: str, facet: str | None 
     if len(set(named)) != len(named):
         raise AnalysisInputError(f"phase axes must differ, got {', '.join(named)}")
     if outcome not in SUCCESS_OUTCOMES or outcome_columns(outcome)[0] not in summary.columns:
-        raise AnalysisInputError(f"outcome: got {outcome!r}; allowed: " + ", ".join(
+        raise AnalysisInputError(f"outcome: got {shown(outcome)}; allowed: " + ", ".join(
             o for o in SUCCESS_OUTCOMES if outcome_columns(o)[0] in summary.columns))
     axes = named
     missing_axis = summary[axes].isna().any(axis=1)

@@ -20,6 +20,19 @@ import os
 MEMORY_SHARE = 0.8  # of this machine's memory, what trials training here may use together
 
 
+def admit_here(sweep, specs: list, pack_size: int | None = None) -> int | None:
+    """What this machine must have for the sweep to train here (the local executor, embedded
+    Ray): its CUDA device, when the sweep asks for one, and the memory of one trial and of one
+    fixed pack (`check_memory`, whose budget it returns). `sweeper run` and `sweeper plan`
+    both call it, before anything is written or allocated (plan's estimate trains a timed
+    probe), so that plan refuses what run refuses."""
+    if sweep.device != "cpu":
+        from sweeper.devices import check_cuda_here
+
+        check_cuda_here(sweep.device)
+    return check_memory(sweep, specs, pack_size)
+
+
 def check_memory(spec, specs: list, pack_size: int | None = None,
                  available: int | None = None) -> int | None:
     """Refuse a sweep whose one trial, or one pack of a size it fixes, needs more memory than

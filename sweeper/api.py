@@ -126,14 +126,16 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     driver of the sweep to finish instead of refusing. extend: store trials of a configuration
     that differs from the stored sweep's under its name (`sweeper.identity`). SIGINT and SIGTERM
     stop the run once its running packs are stored (`sweeper.interrupts`)."""
-    from sweeper.admission import calibration_warnings, check_memory
+    from sweeper.admission import admit_here, calibration_warnings
     from sweeper.devices import prepare_native_kernels
     from sweeper.interrupts import stop_on_signals
     from sweeper.overrides import sweep_from
     from sweeper.plan import make_plan
     from sweeper.results import Store
     from sweeper.runner import run_sweep
+    from sweeper.sweep_fields import run_options
 
+    pack_size, retries, num_cpus = run_options(pack_size, retries, num_cpus)
     spec = sweep_from(sweep, overrides, sets)
     if retries is not None:
         spec = replace(spec, retries=retries)
@@ -153,7 +155,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     store.read_manifest(spec.name)  # a damaged one is refused (one line) before any write
     memory = None
     if address is None:  # the trials train on this machine (a cluster's nodes may differ)
-        memory = check_memory(spec, plan.specs, pack_size or spec.pack_size)
+        memory = admit_here(spec, plan.specs, pack_size or spec.pack_size)
         # (automatic packs are cut to fit `memory` over the packs running at once)
     runner.check(spec, store)  # before it starts and before anything is written
     for warning in calibration_warnings(spec, plan.specs):

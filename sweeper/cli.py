@@ -16,27 +16,37 @@ from typing import Any
 import yaml
 
 from sweeper.errors import ParameterError, StoreStepError
-from sweeper.results.errors import ResultsInputError, ResultsWriteError, closed_pipe_exit
+from sweeper.numbers import MAX_SEED, int_argument
+from sweeper.results.errors import (
+    OneLineParser,
+    ResultsInputError,
+    ResultsWriteError,
+    closed_pipe_exit,
+    one_line,
+)
 
 
 def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
     """`--set task.cooccurrence=0.5` -> {"task": {"cooccurrence": 0.5}} (values read as YAML)."""
+    from sweeper.numbers import shown
     from sweeper.search_space import load_yaml_value
+    from sweeper.sweep_fields import key_path
 
     out: dict[str, dict[str, Any]] = {"task": {}, "model": {}, "train": {}}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         group, dot, name = key.partition(".")
+        label = f"--set {key_path('', key)}"
         if not sep or not dot or not name:
-            raise ParameterError(f"--set: got {pair!r}; allowed: GROUP.NAME=VALUE with GROUP one "
-                                 "of task, model, train (e.g. task.cooccurrence=0.5)")
+            raise ParameterError(f"--set: got {shown(pair)}; allowed: GROUP.NAME=VALUE with "
+                                 "GROUP one of task, model, train (e.g. task.cooccurrence=0.5)")
         if group not in out:
-            raise ParameterError(f"--set {key}: unknown group {group!r}; allowed: task, model, "
+            raise ParameterError(f"{label}: unknown group {shown(group)}; allowed: task, model, "
                                  "train")
         try:
-            out[group][name] = load_yaml_value(raw)
+            out[group][name] = load_yaml_value(raw, label)
         except yaml.YAMLError as exc:
-            raise ParameterError(f"--set {key}: got {raw!r}, not a value ({exc})") from None
+            raise ParameterError(f"{label}: got {shown(raw)}, not a value ({exc})") from None
     return out
 
 
@@ -123,7 +133,7 @@ def _print_entry(label: str, entry) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sweeper", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="sweeper", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train one trial and store it as Parquet under --out")
@@ -132,17 +142,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a model id that trains on the task, e.g. seq2seq")
     p.add_argument("--set", action="append", default=[], metavar="GROUP.NAME=VALUE",
                    help="a task, model or train parameter, e.g. task.length=16 (repeatable)")
-    p.add_argument("--steps", type=int, help="optimiser steps (train.steps)")
+    p.add_argument("--steps", type=int_argument(), help="optimiser steps (train.steps)")
     p.add_argument("--lr", type=float, help="learning rate (train.lr), e.g. 1e-3")
-    p.add_argument("--batch-size", type=int, help="sequences per step (train.batch_size)")
-    p.add_argument("--eval-every", type=int,
+    p.add_argument("--batch-size", type=int_argument(),
+                   help="sequences per step (train.batch_size)")
+    p.add_argument("--eval-every", type=int_argument(),
                    help="steps between evaluations (train.eval_every)")
-    p.add_argument("--eval-size", type=int,
+    p.add_argument("--eval-size", type=int_argument(),
                    help="fresh evaluation sequences (train.eval_size)")
     p.add_argument("--optimizer", help="adam or sgd (train.optimizer)")
-    p.add_argument("--seed", type=int, default=0, help="the trial's seed (default 0)")
+    p.add_argument("--seed", type=int_argument(0, MAX_SEED), default=0,
+                   help="the trial's seed (default 0)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    p.add_argument("--threads", type=int_argument(1, 1024), default=1,
+                   help="torch threads (default 1)")
     p.add_argument("--out", required=True, help="folder for trials/ and trajectories/")
     p.add_argument("-v", "--verbose", action="store_true", help="print every evaluation")
     p.set_defaults(func=cmd_train)
@@ -207,11 +220,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return closed_pipe_exit()
     except ResultsInputError as exc:  # the root of sweeper's and analysis' input errors
-        print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
+        print(f"sweeper {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except (ResultsWriteError, StoreStepError) as exc:  # a full disk, a read-only folder, a
         # pack that could not be stored: not the input's fault
-        print(f"sweeper {args.command}: error: {exc}", file=sys.stderr)
+        print(f"sweeper {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as exc:  # Ctrl-C, or `sweeper.interrupts.Interrupted`
         print(f"interrupted: {exc}" if str(exc) else "interrupted", file=sys.stderr)

@@ -13,8 +13,9 @@ def with_device(sweep, device: str):
     `resources.gpu` says otherwise (packs are sized to fill it: packing.MAX_GPU_PACK)."""
     from dataclasses import replace
 
-    from sweeper.spec import make_spec
+    from sweeper.spec import check_device, make_spec
 
+    check_device(device, "--device/device")
     fixed = sweep.fixed
     make_spec(sweep.task, sweep.model, fixed["task"], fixed["model"], fixed["train"], 0, device)
     resources = dict(sweep.resources)

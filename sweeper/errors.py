@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sweeper.results.errors import ResultsInputError, did_you_mean
+from sweeper.results.errors import ResultsInputError, did_you_mean, shown
 
 __all__ = ["ParameterError", "StoreStepError", "SweeperError", "SweeperInputError",
            "UnknownNameError", "did_you_mean"]
@@ -36,7 +36,7 @@ class UnknownNameError(SweeperInputError):
     def __init__(self, what: str, given: str, allowed: Iterable[str]):
         allowed = sorted(allowed)
         self.what, self.given, self.allowed = what, given, allowed
-        super().__init__(f"unknown {what} {given!r}{did_you_mean(given, allowed)}; "
+        super().__init__(f"unknown {what} {shown(given)}{did_you_mean(given, allowed)}; "
                          f"allowed: {', '.join(allowed) or '(none)'}")
 
 

@@ -42,12 +42,15 @@ class Estimate:
 
 
 def estimate(packs: list[list[TrialSpec]], workers: int, stored=None,
-             threads: float = 1) -> Estimate | None:
-    """The pending packs' wall time; `stored` is the sweep's trials table (pandas) or None."""
+             threads: float = 1, probe: bool = True) -> Estimate | None:
+    """The pending packs' wall time; `stored` is the sweep's trials table (pandas) or None.
+    Without `probe` (the packs train elsewhere) only stored trials estimate it (else None)."""
     if not packs:
         return None
     per_pack = _from_store(packs, stored)
     basis = "stored trials of the same shape"
+    if per_pack is None and not probe:
+        return None
     if per_pack is None:
         per_pack = _from_probe(packs, threads)
         basis = (f"a timed probe: {PROBE_STEPS} and {2 * PROBE_STEPS} steps of "

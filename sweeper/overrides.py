@@ -10,6 +10,7 @@ anything else replaces the key.
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -18,50 +19,77 @@ from typing import Any
 def sweep_from(source: str | os.PathLike | Mapping[str, Any],
                overrides: Mapping[str, Any] | None = None, sets: list[str] | None = None):
     """A validated `SweepFile` from a path, YAML text or a mapping, with overrides merged and
-    then `--set` overrides applied (`apply_sets`)."""
+    then `--set` overrides applied (`apply_sets`). Python values (a mapping, overrides) are
+    written as YAML and read back as a file is, so that one reader checks them all."""
+    from sweeper.search_space import parse_sweep
+
     if sets:
         return sweep_from(apply_sets(_raw(source, overrides), sets))
+    if isinstance(source, Mapping) or overrides:
+        return parse_sweep(_yaml_text(_raw(source, overrides)))
+    return parse_sweep(_source_text(source))
+
+
+def _source_text(source: str | os.PathLike) -> str:
+    """A sweep file's text: `source` itself when it is YAML text, else the file it names (read
+    as `sweeper plan` reads a file: a regular file, bounded)."""
+    from sweeper.search_space import read_sweep_text
+
+    text = os.fspath(source)
+    if os.path.exists(text) or not _looks_like_yaml(text):
+        return read_sweep_text(text)
+    return text
+
+
+def _yaml_text(data: Mapping[str, Any]) -> str:
     import yaml
 
-    from sweeper.search_space import load_sweep, parse_sweep, parse_yaml
-
-    if isinstance(source, Mapping):
-        text = yaml.safe_dump(dict(source), sort_keys=False)
-    else:
-        text = os.fspath(source)
-        if os.path.exists(text) or not _looks_like_yaml(text):
-            if not overrides:
-                return load_sweep(text)
-            with open(text) as f:
-                text = f.read()
-    if not overrides:
-        return parse_sweep(text)
-    data = parse_yaml(text)
-    return parse_sweep(yaml.safe_dump(_merged(data, overrides), sort_keys=False))
+    return yaml.safe_dump(_plain(data, ""), sort_keys=False)
 
 
 def _raw(source: str | os.PathLike | Mapping[str, Any],
          overrides: Mapping[str, Any] | None) -> dict[str, Any]:
     """The sweep file's mapping, overrides merged, before validation."""
-    from sweeper.search_space import parse_yaml
+    from sweeper.search_space import SweepFileError, parse_yaml
 
-    if isinstance(source, Mapping):
-        data: Any = dict(source)
-    else:
-        text = os.fspath(source)
-        if os.path.exists(text) or not _looks_like_yaml(text):
-            from sweeper.search_space import read_sweep_text
-
-            text = read_sweep_text(text)
-        data = parse_yaml(text)
+    data: Any = dict(source) if isinstance(source, Mapping) else parse_yaml(_source_text(source))
     if not isinstance(data, dict):
-        from sweeper.search_space import SweepFileError
-
         raise SweepFileError(f"the file: got {type(data).__name__}; allowed: a YAML mapping of "
                              "the sweep-file keys")
-    return _merged(data, overrides) if overrides else data
+    return _merged(data, _plain(overrides, "")) if overrides else data
 
 
+def _plain(value: Any, path: str) -> Any:
+    """An override as YAML can write it: numbers as the one rule reads them (numpy's too),
+    tuples as lists; anything YAML cannot write (a set, an object) is one line naming its key,
+    never a traceback from the YAML writer. NaN, infinity and out-of-range values pass here
+    and are refused by their field, which knows its bounds."""
+    from sweeper.numbers import INT64_MAX, INT64_MIN, shown
+    from sweeper.search_space import SweepFileError
+    from sweeper.sweep_fields import key_path
+
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, numbers.Integral) and type(value).__name__ != "bool_":
+        number = int(value)
+        if not INT64_MIN <= number <= INT64_MAX:
+            raise SweepFileError(f"{path}: got {shown(number)}; allowed: an integer within "
+                                 "int64 (at most 19 digits)")
+        return number
+    if isinstance(value, numbers.Real):
+        try:
+            return float(value)
+        except OverflowError:
+            raise SweepFileError(f"{path}: got {shown(value)}; allowed: a finite number"
+                                 ) from None
+    if type(value).__name__ == "bool_":
+        return bool(value)
+    if isinstance(value, Mapping):
+        return {key: _plain(item, key_path(path, key)) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    raise SweepFileError(f"{path or 'the sweep'}: got {shown(value)} ({type(value).__name__}); "
+                         "allowed: numbers, strings, true/false, null, lists and mappings")
 
 
 def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
@@ -75,61 +103,75 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
     """
     import copy
 
+    from sweeper.numbers import shown
     from sweeper.search_space import GROUPS, TOP_KEYS, SweepFileError
+    from sweeper.sweep_fields import key_path
 
     out = copy.deepcopy(dict(data))
     for item in sets:
         key, sep, raw = item.partition("=")
         path = key.strip().split(".")
+        label = f"--set {key_path('', key.strip())}"  # a long or odd key is shown cut
         if not sep or not key.strip() or any(not p for p in path):
-            raise SweepFileError(f"--set: got {item!r}; allowed: KEY=VALUE such as "
+            raise SweepFileError(f"--set: got {shown(item)}; allowed: KEY=VALUE such as "
                                  "model.width=48, model.heads=1,4 or seeds=4")
         if len(path) == 1 and path[0] not in TOP_KEYS:
-            raise SweepFileError(f"--set {key}: unknown key{_group_hint(out, path[0])}; allowed: "
+            raise SweepFileError(f"{label}: unknown key{_group_hint(out, path[0])}; allowed: "
                                  f"GROUP.NAME (task, model, train) or a key of the file: "
                                  f"{', '.join(TOP_KEYS)}")
-        value, values = _set_value(key, raw)
+        value, values = _set_value(label, raw)
         if path[0] in GROUPS and len(path) == 2:
             group, name = path
-            fixed = out.setdefault("fixed", {}) or {}
-            axes = out.setdefault("axes", {}) or {}
-            out["fixed"], out["axes"] = fixed, axes
+            fixed = _mapping_in(_mapping_in(out, "fixed", label), group, label)
+            axes = _mapping_in(_mapping_in(out, "axes", label), group, label)
             if values is None:
-                (axes.get(group) or {}).pop(name, None)
-                fixed.setdefault(group, {})[name] = value
+                axes.pop(name, None)
+                fixed[name] = value
             else:
-                (fixed.get(group) or {}).pop(name, None)
-                axes.setdefault(group, {})[name] = {"grid": values}
+                fixed.pop(name, None)
+                axes[name] = {"grid": values}
             continue
         node = out
         for part in path[:-1]:
-            if not isinstance(node.get(part, {}), dict):
-                raise SweepFileError(f"--set {key}: {part} is not a mapping in the file; "
-                                     "allowed: a key of a mapping")
-            node = node.setdefault(part, {})
+            node = _mapping_in(node, part, label)
         node[path[-1]] = value if values is None else values
     return out
 
 
-def _set_value(key: str, raw: str) -> tuple[Any, list | None]:
+def _mapping_in(node: dict, key: str, label: str) -> dict:
+    """`node[key]`, a mapping (made when absent or null), or one line naming the `--set`."""
+    from sweeper.search_space import SweepFileError
+    from sweeper.sweep_fields import key_path
+
+    if node.get(key) is None:
+        node[key] = {}
+    if not isinstance(node[key], dict):
+        raise SweepFileError(f"{label}: {key_path('', key)} is not a mapping in the file; "
+                             "allowed: a key of a mapping")
+    return node[key]
+
+
+def _set_value(label: str, raw: str) -> tuple[Any, list | None]:
     """`--set` VALUE as (a value, None) or (None, an axis's values): `1,4` is an axis, `[3,7]`
-    one list value (seq2seq's head_seeds), `[0,1],[2,3]` an axis of list values."""
+    one list value (seq2seq's head_seeds), `[0,1],[2,3]` an axis of list values. Read as a
+    sweep file is, with its bounds; errors name `label` (`--set KEY`)."""
     import yaml
 
+    from sweeper.numbers import shown
     from sweeper.search_space import SweepFileError, load_yaml_value
 
     text = raw.strip()
     try:
         if "," in text and not text.startswith(("[", "{")):
-            return None, [load_yaml_value(v.strip()) for v in text.split(",")]
+            return None, [load_yaml_value(v.strip(), label) for v in text.split(",")]
         try:
-            return load_yaml_value(text), None
+            return load_yaml_value(text, label), None
         except yaml.YAMLError:
             if not text.startswith("["):
                 raise
-            return None, load_yaml_value(f"[{text}]")  # [0,1],[2,3]: an axis of lists
+            return None, load_yaml_value(f"[{text}]", label)  # [0,1],[2,3]: an axis of lists
     except yaml.YAMLError:
-        raise SweepFileError(f"--set {key}: got {raw!r}; allowed: a YAML value, a comma list "
+        raise SweepFileError(f"{label}: got {shown(raw)}; allowed: a YAML value, a comma list "
                              "(an axis) or comma-separated [lists] (an axis of lists)") from None
 
 

@@ -8,12 +8,12 @@ same declaration. Entries are registered by the task families that declare them
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from sweeper.errors import ParameterError, UnknownNameError
+from sweeper.numbers import bounds_text, check_float, check_int, shown
 
 
 @dataclass(frozen=True)
@@ -44,59 +44,32 @@ class Param:
         return text + (" (or null)" if self.nullable else "")
 
     def _bounds(self, lead: str) -> str:
-        bounds = []
-        if self.low is not None:
-            bounds.append(f">= {self.low:g}")
-        if self.high is not None:
-            bounds.append(f"<= {self.high:g}")
-        return lead + " and ".join(bounds) if bounds else ""
+        text = bounds_text(self.low, self.high)
+        return lead + text if text else ""
 
     def check(self, value: Any, where: str) -> Any:
-        """Return `value` coerced to this parameter's type, or raise naming `where`."""
+        """Return `value` coerced to this parameter's type, or raise naming `where` (numbers by
+        the one rule for numbers, `sweeper.numbers`)."""
         if value is None and self.nullable:
             return None
-        bad = ParameterError(f"{where}: got {value!r}; allowed: {self.allowed()}")
+        allowed = self.allowed()
+        bad = ParameterError(f"{where}: got {shown(value)}; allowed: {allowed}")
         if self.type is list:
-            return self._check_list(value, bad)
-        if self.type is bool:
-            if not isinstance(value, bool):
+            if not isinstance(value, list | tuple) or not value:
                 raise bad
-        elif self.type is int:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise bad
-            if isinstance(value, float) and not value.is_integer():
-                raise bad
-            value = int(value)
+            try:  # a fresh list: the caller's is not kept
+                return [check_int(item, where, self.low, self.high) for item in value]
+            except ParameterError:
+                raise bad from None  # the whole list shown, as the field is
+        if self.type is int:
+            value = check_int(value, where, self.low, self.high, allowed=allowed)
         elif self.type is float:
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise bad
-            value = float(value)
-            if not math.isfinite(value):
-                raise bad
-        elif not isinstance(value, self.type):
+            value = check_float(value, where, self.low, self.high, allowed=allowed)
+        elif not isinstance(value, self.type):  # bool, str
             raise bad
         if self.choices is not None and value not in self.choices:
             raise bad
-        if self.low is not None and value < self.low:
-            raise bad
-        if self.high is not None and value > self.high:
-            raise bad
         return value
-
-    def _check_list(self, value: Any, bad: ParameterError) -> list[int]:
-        """A list of integers, each within low..high (a fresh list: the caller's is not kept)."""
-        if not isinstance(value, list | tuple) or not value:
-            raise bad
-        out = []
-        for item in value:
-            if isinstance(item, bool) or not isinstance(item, int | float) \
-                    or (isinstance(item, float) and not item.is_integer()):
-                raise bad
-            if (self.low is not None and item < self.low) \
-                    or (self.high is not None and item > self.high):
-                raise bad
-            out.append(int(item))
-        return out
 
 
 @dataclass(frozen=True)

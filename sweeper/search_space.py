@@ -34,6 +34,7 @@ checked before anything runs, and each error names its path in the file and what
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,15 +42,23 @@ import yaml
 
 from sweeper.errors import ParameterError, SweeperInputError
 from sweeper.families import MODELS, TASKS, Family, check_pair, family_of
+from sweeper.numbers import MAX_INTEGER_TEXT, MAX_SEED, check_float, shown
 from sweeper.registry import Entry, Param
 from sweeper.results import check_sweep_name
-from sweeper.spec import TRAIN_ENTRY, make_spec
+from sweeper.results.errors import ResultsInputError
+from sweeper.spec import TRAIN_ENTRY, check_device, make_spec
 from sweeper.sweep_fields import (
+    MAX_CPUS,
+    MAX_GPUS,
+    MAX_PACK_SIZE,
+    MAX_RETRIES,
+    MIN_SHARE,
     Axis,
     Search,
     SweepFileError,
     fail,
     int_at,
+    key_path,
     mapping_at,
     number_at,
     suggest,
@@ -96,7 +105,7 @@ class SweepFile:
                 "train": TRAIN_ENTRY}[group]
 
 
-# -- YAML with duplicate keys caught -------------------------------------------------------
+# -- YAML, bounded ---------------------------------------------------------------------------
 class _Loader(yaml.SafeLoader):
     """PyYAML's safe loader with numbers as people write them: YAML 1.1 reads `1e-4` and `3E-3`
     as strings (its floats need a dot); YAML 1.2, and every researcher, reads them as numbers."""
@@ -104,41 +113,25 @@ class _Loader(yaml.SafeLoader):
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    re.compile(r"[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+\Z"),
     list("-+0123456789"))
 
 
-def load_yaml_value(text: str) -> Any:
-    """One YAML value read as a sweep file reads it (`--set` values, overrides)."""
-    return yaml.load(text, Loader=_Loader)
-
-
-def _mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
-    seen: dict[Any, Any] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise SweepFileError(f"line {key_node.start_mark.line + 1}: {key!r} is given twice; "
-                                 "allowed: each key once")
-        seen[key] = True
-    return loader.construct_mapping(node, deep=deep)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
-
-
 # What a sweep file may be: a few kB in practice; these bounds keep a hostile or broken file
-# (a binary, an alias bomb, 20,000 nested brackets) from hanging or crashing the parser.
+# (a binary, an alias bomb, 20,000 nested brackets, a 5,000-digit integer) from hanging or
+# crashing the parser.
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 32
 MAX_VALUES = 100_000  # scalars, lists and mappings, aliases expanded
+INT_TAG = "tag:yaml.org,2002:int"
 
 
-def _check_nodes(root: yaml.Node) -> None:
-    """Duplicate keys, keys that are not plain scalars, depth and expanded size, walking each
-    node once (an alias repeats a node; its expanded size is counted, not walked)."""
+def _check_nodes(root: yaml.Node, prefix: str = "") -> None:
+    """Duplicate keys, keys that are not plain scalars, integers too long to read, depth and
+    expanded size, walking each node once (an alias repeats a node; its expanded size is
+    counted, not walked). Paths start at `prefix` ("": the file)."""
     sizes: dict[int, int] = {}
-    stack: list[tuple[yaml.Node, str, int, bool]] = [(root, "", 0, False)]
+    stack: list[tuple[yaml.Node, str, int, bool]] = [(root, prefix, 0, False)]
     while stack:
         node, path, depth, children_done = stack.pop()
         if depth > MAX_DEPTH:
@@ -147,6 +140,7 @@ def _check_nodes(root: yaml.Node) -> None:
         if id(node) in sizes:
             continue
         if isinstance(node, yaml.ScalarNode):
+            _check_scalar(node, path)
             sizes[id(node)] = 1
             continue
         children = ([v for _, v in node.value] if isinstance(node, yaml.MappingNode)
@@ -161,39 +155,70 @@ def _check_nodes(root: yaml.Node) -> None:
         if isinstance(node, yaml.MappingNode):
             _check_keys(node, path)
             for key_node, value_node in node.value:
-                stack.append((value_node, f"{path}.{key_node.value}" if path
-                              else str(key_node.value), depth + 1, False))
+                stack.append((value_node, key_path(path, key_node.value), depth + 1, False))
         else:
             for i, item in enumerate(node.value):
                 stack.append((item, f"{path}[{i}]", depth + 1, False))
 
 
+def _check_scalar(node: yaml.ScalarNode, path: str) -> None:
+    """An integer written with more than MAX_INTEGER_TEXT characters is refused before it is
+    read: Python reads at most 4,300 digits, and no field takes more than int64's 19."""
+    if node.tag == INT_TAG and len(node.value) > MAX_INTEGER_TEXT:
+        raise SweepFileError(f"{path or 'the file'}: got an integer of {len(node.value):,} "
+                             "characters (line "
+                             f"{node.start_mark.line + 1}); allowed: an integer within int64 "
+                             "(at most 19 digits)")
+
+
 def _check_keys(node: yaml.MappingNode, path: str) -> None:
+    """Keys are plain scalars, each given once (a duplicate key is refused, never silently
+    the last one)."""
     seen: set[str] = set()
     for key_node, _ in node.value:
         line = key_node.start_mark.line + 1
         if not isinstance(key_node, yaml.ScalarNode):
             raise SweepFileError(f"{path or 'the file'}: a key that is a list or mapping (line "
                                  f"{line}); allowed: plain names as keys")
-        key = key_node.value
-        where = f"{path}.{key}" if path else str(key)
-        if key in seen:
-            raise SweepFileError(f"{where}: given twice (line {line}); allowed: each key once")
-        seen.add(key)
+        if key_node.value in seen:
+            raise SweepFileError(f"{key_path(path, key_node.value)}: given twice (line {line}); "
+                                 "allowed: each key once")
+        seen.add(key_node.value)
+
+
+def _load_checked(text: str, prefix: str = "") -> Any:
+    """YAML text read by `_Loader` after its nodes pass `_check_nodes`: one parse. Raises
+    SweepFileError for a checked bound, yaml.YAMLError for text that is not YAML."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_nodes(node, prefix)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise SweepFileError(f"{prefix or 'the file'}: nested deeper than {MAX_DEPTH} levels; "
+                             "allowed: a sweep file's few levels") from None
+    finally:
+        loader.dispose()
+
+
+def load_yaml_value(text: str, where: str) -> Any:
+    """One YAML value read as a sweep file reads it, with the same bounds (`--set` values);
+    its errors name `where`. Raises yaml.YAMLError for text that is not YAML."""
+    if len(text) > MAX_FILE_BYTES:
+        raise SweepFileError(f"{where}: {len(text):,} characters; allowed: up to "
+                             f"{MAX_FILE_BYTES:,}")
+    return _load_checked(text, where)
 
 
 def parse_yaml(text: str) -> Any:
+    """A sweep file's YAML, bounded (`_check_nodes`), or a one-line SweepFileError."""
     if len(text) > MAX_FILE_BYTES:
         raise SweepFileError(f"the file: {len(text):,} characters; allowed: up to "
                              f"{MAX_FILE_BYTES:,}")
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        if node is not None:
-            _check_nodes(node)
-        return yaml.load(text, Loader=_Loader)
-    except RecursionError:
-        raise SweepFileError(f"the file: nested deeper than {MAX_DEPTH} levels; allowed: a "
-                             "sweep file's few levels") from None
+        return _load_checked(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -212,8 +237,13 @@ def _param(entry: Entry, group: str, name: str, path: str) -> Param:
 
 
 def _check_value(param: Param, value: Any, path: str) -> Any:
+    return _check_value_with(param.check, value, path)
+
+
+def _check_value_with(check, value: Any, path: str) -> Any:
+    """`check(value, path)` with its ParameterError as the sweep file's error."""
     try:
-        return param.check(value, path)
+        return check(value, path)
     except ParameterError as exc:
         raise SweepFileError(str(exc)) from None
 
@@ -257,10 +287,10 @@ def _axis(group: str, name: str, param: Param, spec: Any, path: str) -> Axis:
         if not isinstance(values, list) or not values:
             raise fail(where, values, "a non-empty list of values")
         checked = [_check_value(param, v, f"{where}[{i}]") for i, v in enumerate(values)]
-        for i, v in enumerate(checked):
-            if v in checked[:i]:
-                raise fail(f"{where}[{i}]", values[i],
-                            f"distinct values ({values[i]!r} is given twice)")
+        repeated = _first_repeat(tuple(v) if isinstance(v, list) else v for v in checked)
+        if repeated is not None:
+            raise fail(f"{where}[{repeated}]", values[repeated],
+                       f"distinct values ({shown(values[repeated])} is given twice)")
         return Axis(group, name, kind, tuple(checked))
     if not isinstance(values, list) or len(values) != 2:
         raise fail(where, values, "[low, high]")
@@ -278,6 +308,17 @@ def _axis(group: str, name: str, param: Param, spec: Any, path: str) -> Axis:
     return Axis(group, name, kind, (low, high))
 
 
+def _first_repeat(values: Iterable[Any]) -> int | None:
+    """The index of the first value equal to an earlier one, or None: one pass (a list of
+    100,000 seeds compared pairwise took minutes)."""
+    seen: set[Any] = set()
+    for i, value in enumerate(values):
+        if value in seen:
+            return i
+        seen.add(value)
+    return None
+
+
 def _seeds(raw: Any) -> tuple[int, ...]:
     if raw is None:
         return (0,)
@@ -285,9 +326,9 @@ def _seeds(raw: Any) -> tuple[int, ...]:
         if not raw:
             raise fail("seeds", raw, "an integer >= 1 or a non-empty list of seeds")
         seeds = [int_at(s, f"seeds[{i}]", 0, MAX_SEED) for i, s in enumerate(raw)]
-        for i, s in enumerate(seeds):
-            if s in seeds[:i]:
-                raise fail(f"seeds[{i}]", s, "distinct seeds")
+        repeated = _first_repeat(seeds)
+        if repeated is not None:
+            raise fail(f"seeds[{repeated}]", seeds[repeated], "distinct seeds")
         return tuple(seeds)
     return tuple(range(int_at(raw, "seeds", 1, 100_000)))
 
@@ -309,6 +350,9 @@ def _search(raw: Any, axes: tuple[Axis, ...], family: Family,
     return rules.read_search(raw, axes, family, seeds)
 
 
+MAX_REDUCTION_FACTOR = 100  # ASHA keeps 1 in this many at each rung (2 to 4 is usual)
+
+
 def _scheduler(raw: Any, family: Family, steps: int) -> Scheduler | None:
     if raw is None:
         return None
@@ -319,25 +363,25 @@ def _scheduler(raw: Any, family: Family, steps: int) -> Scheduler | None:
     metrics = tuple(m.name for m in family.scalar_metrics())
     metric = raw.get("metric")
     if metric not in metrics:
-        raise SweepFileError(f"scheduler.metric: got {metric!r}"
+        raise SweepFileError(f"scheduler.metric: got {shown(metric)}"
                              f"{suggest_plain(metric, metrics)}; allowed: {', '.join(metrics)}")
     mode = raw.get("mode", "max")
     if mode not in ("max", "min"):
         raise fail("scheduler.mode", mode, "max or min")
     grace = int_at(raw.get("grace_period", 1), "scheduler.grace_period", 1, steps)
     factor = number_at(raw.get("reduction_factor", 3), "scheduler.reduction_factor", 1,
-                        strict=True)
+                        strict=True, high=MAX_REDUCTION_FACTOR)
     return Scheduler(metric, mode, grace, factor)
-
-
-MAX_CPUS, MAX_GPUS = 1024, 64  # per pack: beyond any node; what a cluster has is checked at run
 
 
 def _resources(raw: Any) -> dict[str, float]:
     raw = mapping_at(raw, "resources", ("cpu", "gpu"))
-    cpu = number_at(raw.get("cpu", 1), "resources.cpu", 0, strict=True, high=MAX_CPUS)
-    gpu = number_at(raw.get("gpu", 0), "resources.gpu", 0, high=MAX_GPUS)
-    return {"cpu": cpu, "gpu": gpu}
+    cpu = number_at(raw.get("cpu", 1), "resources.cpu", MIN_SHARE, high=MAX_CPUS)
+    gpu = raw.get("gpu", 0)
+    if gpu != 0 or isinstance(gpu, bool):  # 0: no GPU
+        gpu = check_float(gpu, "resources.gpu", MIN_SHARE, MAX_GPUS, error=SweepFileError,
+                          allowed=f"0, or a number >= {MIN_SHARE:g} and <= {MAX_GPUS}")
+    return {"cpu": cpu, "gpu": float(gpu)}
 
 
 # -- the whole file ------------------------------------------------------------------------
@@ -347,24 +391,53 @@ def load_sweep(path: str) -> SweepFile:
 
 
 def read_sweep_text(path: str) -> str:
-    """A sweep file's text, bounded and decoded ("-": standard input), or a one-line error."""
+    """A sweep file's text, bounded and decoded ("-": standard input), or a one-line error.
+
+    The file must be a regular file: a FIFO would wait for a writer for ever, a device (say
+    /dev/zero) never ends, a folder cannot be read; each is refused at once (the FIFO is
+    opened without waiting, then looked at). A UTF-8 byte-order mark at the start is text,
+    and is dropped."""
     if path == "-":
         import sys
 
-        return sys.stdin.read(MAX_FILE_BYTES + 1)
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SweepFileError(f"{path}: cannot read ({exc.strerror})") from None
+        stdin = getattr(sys.stdin, "buffer", None)
+        data = stdin.read(MAX_FILE_BYTES + 1) if stdin is not None else \
+            sys.stdin.read(MAX_FILE_BYTES + 1).encode()
+    else:
+        data = _read_regular_file(path)
     if len(data) > MAX_FILE_BYTES:
         raise SweepFileError(f"{path}: larger than {MAX_FILE_BYTES:,} bytes; allowed: a sweep "
                              "file (a few kB of YAML)")
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise SweepFileError(f"{path}: not UTF-8 text; allowed: a YAML sweep file") from None
-    return text
+
+
+def _read_regular_file(path: str) -> bytes:
+    """Up to MAX_FILE_BYTES + 1 bytes of `path`, which must be a regular file."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO: opened, never waited on
+    except OSError as exc:
+        raise SweepFileError(f"{path}: cannot read ({exc.strerror}); allowed: a readable "
+                             "sweep file (or - for standard input)") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode)
+                or stat.S_ISBLK(mode) else "not a regular file")
+        raise SweepFileError(f"{path}: {kind}; allowed: a regular file (or - to read the sweep "
+                             "from standard input)")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return f.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise SweepFileError(f"{path}: cannot read ({exc.strerror}); allowed: a readable "
+                                 "sweep file") from None
 
 
 def parse_sweep(text: str) -> SweepFile:
@@ -378,11 +451,13 @@ def parse_sweep(text: str) -> SweepFile:
             raise fail(key, raw[key], f"a {key} id (see sweeper tasks)")
     try:
         name = check_sweep_name(raw["name"], "name")
+    except ResultsInputError as exc:  # the results contract's name rule
+        raise SweepFileError(str(exc)) from None
+    try:
         task, model = TASKS.get(raw["task"]).id, MODELS.get(raw["model"]).id
     except SweeperInputError as exc:
-        raise SweepFileError(str(exc) if str(exc).startswith("name") else
-                             f"{'task' if raw['task'] not in TASKS.ids() else 'model'}: {exc}"
-                             ) from None
+        raise SweepFileError(f"{'task' if raw['task'] not in TASKS.ids() else 'model'}: "
+                             f"{exc}") from None
     try:
         family = check_pair(task, model)
     except SweeperInputError as exc:
@@ -399,17 +474,15 @@ def parse_sweep(text: str) -> SweepFile:
     axes = _axes(raw.get("axes"), {"entries": entries}, fixed)
     seeds = _seeds(raw.get("seeds"))
     search = _search(raw.get("search"), axes, family, seeds)
-    device = raw.get("device", "cpu")
-    if not isinstance(device, str) or not re.fullmatch(r"cpu|cuda(:[0-9]+)?", device):
-        raise fail("device", device, "cpu, cuda or cuda:N")
+    device = _check_value_with(check_device, raw.get("device", "cpu"), "device")
     try:
         probe = make_spec(task, model, fixed["task"], fixed["model"], fixed["train"], 0, device)
     except SweeperInputError as exc:
         raise SweepFileError(f"fixed: {exc}") from None
     scheduler = _scheduler(raw.get("scheduler"), family, probe.train["steps"])
     pack_size = raw.get("pack_size", "auto")
-    pack_size = None if pack_size == "auto" else int_at(pack_size, "pack_size", 1, 100_000)
-    retries = int_at(raw.get("retries", 2), "retries", 0, 100)
+    pack_size = None if pack_size == "auto" else int_at(pack_size, "pack_size", 1, MAX_PACK_SIZE)
+    retries = int_at(raw.get("retries", 2), "retries", 0, MAX_RETRIES)
     results = raw.get("results")
     if results is not None and (not isinstance(results, str) or not results):
         raise fail("results", results, "a path or a URI such as s3://bucket/prefix")
@@ -419,8 +492,6 @@ def parse_sweep(text: str) -> SweepFile:
                       text)
     return sweep
 
-
-MAX_SEED = 2**63 - 1  # the trials table stores a seed as int64 (a larger one fails to store)
 
 # Planning costs ~0.2 ms per trial on one core: 100,000 trials plan in ~20 s. A larger study is
 # several sweep files (or an adaptive search, whose budget is its trials).

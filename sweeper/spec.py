@@ -10,6 +10,7 @@ change an id.
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -18,8 +19,9 @@ from typing import Any
 import pyarrow as pa
 
 from sweeper import results
-from sweeper.errors import ParameterError, UnknownNameError
+from sweeper.errors import ParameterError
 from sweeper.families import MODELS, TASKS, Family, check_pair, family_of
+from sweeper.numbers import MAX_SEED, check_int, shown
 from sweeper.registry import Entry, Param
 from sweeper.results.schema import ARROW_TYPES, Metric
 
@@ -177,13 +179,22 @@ def make_spec(task: str, model: str, task_params: Mapping[str, Any] | None = Non
         raise ParameterError(f"train.batch_size: got null; allowed: an integer >= 1 (the "
                              f"{family.name} family has no full batch)")
     _check_probes(resolved_train)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ParameterError(f"seed: got {seed!r}; allowed: an integer >= 0")
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise UnknownNameError("device", device, ["cpu", "cuda", "cuda:N"])
+    seed = check_int(seed, "seed", 0, MAX_SEED)
+    check_device(device, "device")
     return TrialSpec(task, model, task_entry.resolve(task_params or {}, "task"),
                      model_entry.resolve(model_params or {}, "model"), resolved_train, seed,
                      device)
+
+
+DEVICE = re.compile(r"cpu|cuda(:[0-9]{1,4})?")
+
+
+def check_device(device: Any, where: str) -> str:
+    """A device a trial can train on: cpu, cuda or cuda:N (the one rule: sweep files, --device,
+    `sweeper.run(device=...)`, `make_spec`)."""
+    if not isinstance(device, str) or not DEVICE.fullmatch(device):
+        raise ParameterError(f"{where}: got {shown(device)}; allowed: cpu, cuda or cuda:N")
+    return device
 
 
 def _check_probes(train: Mapping[str, Any]) -> None:

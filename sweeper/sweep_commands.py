@@ -8,6 +8,7 @@ import os
 import sys
 
 from sweeper.errors import SweeperInputError
+from sweeper.numbers import shown
 from sweeper.report import table
 
 DEFAULT_RESULTS = "./results"
@@ -62,6 +63,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     sweep = _load_with_sets(args.file, args.set)
     store = Store.open(_results_root(args, sweep))
     plan = make_plan(sweep, store.done_ids(sweep.name))  # failed trials: trained again
+    budget = None
+    if args.address is None:  # as `sweeper run` admits it here, before the estimate's probe
+        from sweeper.admission import admit_here
+
+        budget = admit_here(sweep, plan.specs, sweep.pack_size)
     _warn_if_refused(plan, store)
     from sweeper.admission import calibration_warnings
     from sweeper.results.cells import resolution_warning
@@ -76,10 +82,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps(data) if args.json else text)
         return 0
     pending, sharing = plan.pending, plan.sharing
-    from sweeper.admission import memory_budget
-
-    budget = memory_budget()  # as `sweeper run` cuts packs on this machine
-    packs = form_packs(sharing.trainings, sweep.pack_size, args.workers,
+    packs = form_packs(sharing.trainings, sweep.pack_size, args.workers,  # as run cuts them
                        None if budget is None else budget // max(1, args.workers))
     cost = None
     if packs and not args.no_estimate:
@@ -87,7 +90,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         stored = store.read(sweep.name, "trials")
         cost = estimate(packs, args.workers, None if stored is None else stored.to_pandas(),
-                        sweep.resources["cpu"])
+                        sweep.resources["cpu"], probe=args.address is None)
     columns = ["trial_id"] + [a.column for a in sweep.axes] + ["seed"]
     rows = [[s.trial_id] + [s.flat()[c] for c in columns[1:]] for s in plan.specs[:args.rows]]
     if args.json:
@@ -169,7 +172,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     name, store = _sweep_name_and_store(args)
     manifest = store.read_manifest(name, reader=True)  # damaged: warned of, read as {}
     if manifest is None:
-        raise SweeperInputError(f"SWEEP: got {name!r}; no sweep of that name under {store.uri}")
+        raise SweeperInputError(f"SWEEP: got {shown(name)}; no sweep of that name under "
+                                f"{store.uri}")
     counts = store.status_counts(name)
     stored = store.stored_ids(name)
     if args.sweep.endswith((".yaml", ".yml")) and os.path.exists(args.sweep):
@@ -210,7 +214,8 @@ def _driver(store, name: str, manifest: dict) -> tuple[str, str | None, float | 
 def cmd_compact(args: argparse.Namespace) -> int:
     name, store = _sweep_name_and_store(args)
     if store.read_manifest(name, reader=True) is None and not store.files(name, "trials"):
-        raise SweeperInputError(f"SWEEP: got {name!r}; no sweep of that name under {store.uri}")
+        raise SweeperInputError(f"SWEEP: got {shown(name)}; no sweep of that name under "
+                                f"{store.uri}")
     from sweeper.results.lease import acquire
 
     with acquire(store, name):  # never while a driver writes the sweep
@@ -233,13 +238,20 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from sweeper.numbers import int_argument
+    from sweeper.sweep_fields import MAX_CPUS, MAX_PACK_SIZE, MAX_RETRIES
+
     p = sub.add_parser("plan", help="show what a sweep file expands to; runs nothing")
     p.add_argument("file")
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
-    p.add_argument("--rows", type=int, default=10, help="trials to list (default 10)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    p.add_argument("--rows", type=int_argument(0, 1_000_000), default=10,
+                   help="trials to list (default 10)")
+    p.add_argument("--workers", type=int_argument(1, MAX_CPUS), default=os.cpu_count() or 1,
                    help="workers assumed for the automatic pack size and the estimate")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    p.add_argument("--address", help="the Ray cluster the sweep will run on (as run's "
+                   "--address): this machine's device and memory are not checked, and the "
+                   "estimate comes only from stored trials (no timed probe here)")
     p.add_argument("--no-estimate", action="store_true",
                    help="skip the wall-time estimate (its timed probe trains a few steps when "
                         "nothing of the sweep's shape is stored)")
@@ -256,11 +268,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the final summary as JSON")
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
     p.add_argument("--address", help="an existing Ray cluster (e.g. auto, or HEAD:6379)")
-    p.add_argument("--pack-size", type=int, help="specs per pack (default: automatic)")
+    p.add_argument("--pack-size", type=int_argument(1, MAX_PACK_SIZE),
+                   help="specs per pack (default: automatic)")
     p.add_argument("--executor", choices=("ray", "local"), default="ray",
                    help="ray (Ray Tune) or local (in this process, no Ray)")
-    p.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray (default: all)")
-    p.add_argument("--retries", type=int, help="override the file's retries")
+    p.add_argument("--num-cpus", type=int_argument(1, MAX_CPUS),
+                   help="CPUs of the embedded Ray (default: all)")
+    p.add_argument("--retries", type=int_argument(0, MAX_RETRIES),
+                   help="override the file's retries")
     p.add_argument("--device", help="override the file's device: cpu, cuda or cuda:N")
     p.add_argument("--results-shared", action="store_true",
                    help="the local results path is a filesystem every node shares")
@@ -281,7 +296,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", required=True, help="the job server, http://HEAD:8265")
     p.add_argument("--results", help="results root every node reaches (s3://..., or a shared "
                    "path with --results-shared)")
-    p.add_argument("--pack-size", type=int, help="specs per pack (default: automatic)")
+    p.add_argument("--pack-size", type=int_argument(1, MAX_PACK_SIZE),
+                   help="specs per pack (default: automatic)")
     p.add_argument("--results-shared", action="store_true",
                    help="the local results path is a filesystem every node shares")
     p.add_argument("--env", action="append", default=[], metavar="NAME",

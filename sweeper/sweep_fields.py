@@ -7,11 +7,11 @@ section with them (`sweeper.strategies`), so the rules of a search type live wit
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from sweeper.errors import SweeperInputError, did_you_mean
+from sweeper.numbers import SHOWN_CHARS, check_float, check_int, shown
 
 DOCS = "docs/sweep-files.md"
 
@@ -57,7 +57,7 @@ class Search:
     model: str = "gp"
 
 def fail(path: str, got: Any, allowed: str) -> SweepFileError:
-    return SweepFileError(f"{path}: got {got!r}; allowed: {allowed}")
+    return SweepFileError(f"{path}: got {shown(got)}; allowed: {allowed}")
 
 
 def mapping_at(value: Any, path: str, keys: tuple[str, ...] | None = None) -> dict:
@@ -68,29 +68,55 @@ def mapping_at(value: Any, path: str, keys: tuple[str, ...] | None = None) -> di
     if keys is not None:
         for key in value:
             if key not in keys:
-                where = f"{path}.{key}" if path else str(key)
+                where = key_path(path, key)
                 raise SweepFileError(f"{where}: unknown key{suggest(str(key), list(keys))}; "
                                      f"allowed: {', '.join(keys)}")
     return value
 
 
 def int_at(value: Any, path: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low \
-            or (high is not None and value > high):
-        raise fail(path, value, f"an integer >= {low}" + (f" and <= {high}" if high else ""))
-    return value
+    """An integer field of the sweep file, by the one rule for numbers (`sweeper.numbers`)."""
+    return check_int(value, path, low, high, error=SweepFileError)
 
 
 def number_at(value: Any, path: str, low: float, strict: bool = False,
                high: float | None = None) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
-    if not ok or value < low or (strict and value == low) or (high is not None and value > high):
-        bounds = f"a number {'>' if strict else '>='} {low:g}"
-        raise fail(path, value, bounds + (f" and <= {high:g}" if high is not None else ""))
-    return float(value)
+    """A number field (`strict`: above `low`, not at it), by the one rule for numbers."""
+    return check_float(value, path, low, high, low_open=strict, error=SweepFileError)
+
+
+def key_path(path: str, key: Any) -> str:
+    """`path.key` as a message names it: a key that is not a short printable word (a newline,
+    a control character, 10,000 characters) is shown quoted and cut (`sweeper.numbers.shown`),
+    so that the message stays one line a terminal prints as it is."""
+    text = str(key)
+    plain = len(text) <= SHOWN_CHARS and text.isprintable() and not any(c.isspace() for c in text)
+    text = text if plain and text else shown(key)
+    return f"{path}.{text}" if path else text
+
 
 def suggest(name: str, names: list[str]) -> str:
-    return f" {name!r}{did_you_mean(name, names)}"
+    return f" {shown(name)}{did_you_mean(name, names)}"
 
 def suggest_plain(given: Any, allowed: tuple[str, ...]) -> str:
     return did_you_mean(str(given), allowed)
+
+
+# Bounds of the file's run settings, shared with the flags and keywords that override them
+MAX_CPUS, MAX_GPUS = 1024, 64  # per pack: beyond any node; what a cluster has is checked at run
+MAX_PACK_SIZE, MAX_RETRIES = 100_000, 100
+# The least share of a CPU or GPU a pack may ask for: Ray keeps 4 decimals of a resource, and
+# 100 packs sharing one CPU is already more than one CPU can train.
+MIN_SHARE = 0.01
+
+
+def run_options(pack_size: Any = None, retries: Any = None, num_cpus: Any = None
+                ) -> tuple[int | None, int | None, int | None]:
+    """The numbers a run takes beside its file (`--pack-size`, `--retries`, `--num-cpus`, and
+    `sweeper.run`'s keywords), by the bounds the file's own fields have; None: not given."""
+    def checked(value: Any, flag: str, low: int, high: int) -> int | None:
+        return None if value is None else check_int(value, flag, low, high)
+
+    return (checked(pack_size, "--pack-size/pack_size", 1, MAX_PACK_SIZE),
+            checked(retries, "--retries/retries", 0, MAX_RETRIES),
+            checked(num_cpus, "--num-cpus/num_cpus", 1, MAX_CPUS))

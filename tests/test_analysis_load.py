@@ -175,11 +175,12 @@ def test_pack_of_file_names():
 
 def test_analysis_and_the_results_contract_import_neither_torch_nor_ray_nor_the_rest_of_sweeper():
     """analysis reads through the results contract; for words and outcomes it reads the
-    families' declarations (torch-free), nothing else of sweeper."""
+    families' declarations (torch-free), and the rule for numbers; nothing else of sweeper."""
     code = ("import sys, sweeper.results, analysis, analysis.cli, analysis.report, "
             "analysis.plots, analysis.plots as p; "
             "p.axis_label('task.hardness'); "
-            "ok = ('sweeper.results', 'sweeper.families', 'sweeper.registry', 'sweeper.errors'); "
+            "ok = ('sweeper.results', 'sweeper.families', 'sweeper.registry', 'sweeper.errors', "
+            "'sweeper.numbers'); "
             "bad = {m for m in sys.modules if m.split('.')[0] in ('torch', 'ray') or "
             "m.startswith('sweeper.') and not m.startswith(ok) or "
             "m.startswith('sweeper.') and "

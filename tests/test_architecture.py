@@ -38,7 +38,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                   "sweeper.families.*.data", "sweeper.families.*.experiment")),
     ("trial spec", ("sweeper.spec", "sweeper.seeding")),
     ("families", ("sweeper.families", "sweeper.families.*", "sweeper.registry")),
-    ("results contract", ("sweeper.results", "sweeper.results.*", "sweeper.errors")),
+    ("results contract", ("sweeper.results", "sweeper.results.*", "sweeper.errors",
+                          "sweeper.numbers")),
 ]
 
 
@@ -181,8 +182,8 @@ def test_old_manifests_are_read_with_the_facts_the_strategies_state_now():
                                       "search_samples_level_set": rules.samples_level_set})
 
 
-ANALYSIS_READS = ("sweeper.results", "sweeper.results.*", "sweeper.errors", "sweeper.families",
-                  "sweeper.registry", "analysis", "analysis.*")
+ANALYSIS_READS = ("sweeper.results", "sweeper.results.*", "sweeper.errors", "sweeper.numbers",
+                  "sweeper.families", "sweeper.registry", "analysis", "analysis.*")
 
 
 def test_analysis_reads_sweeps_only_through_the_results_contract_and_the_registry():

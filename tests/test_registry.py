@@ -162,9 +162,10 @@ def test_full_batch_is_refused_for_copy():
         make_spec("copy-v1", "seq2seq", train={"batch_size": None})
 
 
-def test_unknown_device_is_refused():
-    with pytest.raises(UnknownNameError, match="device"):
-        make_spec("copy-v1", "seq2seq", device="tpu")
+@pytest.mark.parametrize("device", ["tpu", "cuda:x", "cuda:0\n", "cuda:", 0])
+def test_unknown_device_is_refused(device):
+    with pytest.raises(ParameterError, match="^device: got .*; allowed: cpu, cuda or cuda:N$"):
+        make_spec("copy-v1", "seq2seq", device=device)
 
 
 # -- coercion of good values -------------------------------------------------------------------

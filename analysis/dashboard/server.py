@@ -27,8 +27,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+from sweeper.numbers import check_int, shown
+from sweeper.results.errors import ResultsInputError, one_line
+
 from ..errors import AnalysisInputError
 from .data import SweepView
+from .params import MAX_MIN_SEEDS, Params
 
 STATIC = Path(__file__).with_name("static")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -87,7 +91,7 @@ class Dashboard:
         from sweeper.results import check_sweep_name
 
         if not name:
-            raise AnalysisInputError("give ?sweep=NAME")
+            raise AnalysisInputError("sweep: required; allowed: a sweep name (see /api/sweeps)")
         check_sweep_name(name, "sweep")
         with self.lock:
             if name not in self.views:
@@ -159,21 +163,21 @@ class Handler(BaseHTTPRequestHandler):
         self._auth_headers = headers  # the token's cookie, on whatever answers the request
         try:
             self._route(url.path, query, headers)
-        except AnalysisInputError as exc:
-            self._error(HTTPStatus.BAD_REQUEST, " ".join(str(exc).split()))
+        except ResultsInputError as exc:  # the analysis' and the contract's (a sweep name)
+            self._error(HTTPStatus.BAD_REQUEST, one_line(str(exc)))
         except (BrokenPipeError, ConnectionResetError):
             pass
-        except Exception as exc:  # noqa: BLE001 - one request fails, the server goes on
+        except Exception:  # noqa: BLE001 - one request fails, the server goes on
             import traceback
 
-            traceback.print_exc(file=sys.stderr)
-            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}")
+            traceback.print_exc(file=sys.stderr)  # the text stays in the server's log
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR,
+                        "internal error (the dashboard's terminal shows it)")
 
     def _route(self, path: str, query: dict, headers: dict[str, str]) -> None:
         d = self.dashboard
-
-        def arg(name: str, default=None):
-            return query.get(name, [default])[0]
+        params = Params(path, query) if path.startswith("/api/") else None
+        arg = params.text if params is not None else None
 
         if path in ("/", "/index.html"):
             body = (STATIC / "index.html").read_bytes()
@@ -197,16 +201,16 @@ class Handler(BaseHTTPRequestHandler):
             self._json(d.view(arg("sweep")).state())
         elif path == "/api/phase":
             view = d.view(arg("sweep"))
+            x, y = (params.required(a, "a column of the sweep (see /api/state's axes)")
+                    for a in ("x", "y"))
             facet = arg("facet") or None
-            self._json(view.phase(arg("x"), arg("y"), None if facet == "none" else facet,
-                                  arg("outcome"), int(arg("min_seeds", 3))))
+            self._json(view.phase(x, y, None if facet == "none" else facet, arg("outcome"),
+                                  params.integer("min_seeds", 3, 1, MAX_MIN_SEEDS)))
             view.warm()  # after the first view: failed trials and a search need the trials
         elif path == "/api/cell":
-            conditions = json.loads(arg("cell", "[]"))
-            if not isinstance(conditions, list):
-                raise AnalysisInputError("cell: a JSON list of conditions")
-            metrics = [m for m in (arg("metrics") or "").split(",") if m] or None
-            self._json(d.view(arg("sweep")).cell(conditions, metrics))
+            conditions = params.conditions("cell")
+            view = d.view(arg("sweep"))
+            self._json(view.cell(conditions, _metrics(view, arg("metrics"))))
         elif path == "/api/failed":
             self._json(d.view(arg("sweep")).failed())
         elif path == "/api/search":
@@ -227,6 +231,19 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, d.plotly.read_bytes(), TYPES[".js"], headers)
 
 
+def _metrics(view: SweepView, text: str | None) -> list[str] | None:
+    """`?metrics=a,b`: trajectory metrics of the sweep (None: its defaults)."""
+    metrics = [m for m in (text or "").split(",") if m]
+    if not metrics:
+        return None
+    known = view.metrics()
+    unknown = [m for m in metrics if m not in known]
+    if unknown:
+        raise AnalysisInputError(f"metrics: got {shown(unknown[0])}; allowed: "
+                                 f"{', '.join(known) or '(no trajectories stored yet)'}")
+    return metrics
+
+
 def _cookie(header: str | None, name: str) -> str | None:
     if not header:
         return None
@@ -243,6 +260,7 @@ def make_server(results: str, sweep: str | None = None, *, host: str = "127.0.0.
                 ) -> tuple[ThreadingHTTPServer, Dashboard]:
     """A server bound and ready (serve_forever() runs it); refuses a non-loopback host unless
     allow_remote, and then requires a token (given, $SWEEPER_DASHBOARD_TOKEN, or random)."""
+    port = check_int(port, "--port", 0, 65535, error=AnalysisInputError)
     if not is_loopback(host):
         if not allow_remote:
             raise AnalysisInputError(

@@ -3,8 +3,11 @@ it, so a command catches one class and prints one line (exit status 2)."""
 
 from __future__ import annotations
 
+import argparse
 import difflib
+import math
 from collections.abc import Iterable
+from typing import Any, NoReturn
 
 
 class ResultsInputError(ValueError):
@@ -15,6 +18,25 @@ class ResultsWriteError(RuntimeError):
     """The store could not write a file (a full disk, a folder made read-only, a lost mount):
     nothing half-written is left as a result, what was stored before stays, and the same
     command resumes once the cause is fixed. Commands print one line and exit with status 1."""
+
+
+SHOWN_CHARS = 60  # what a message shows of a value given
+
+
+def shown(value: Any) -> str:
+    """`repr(value)`, kept short for a one-line message: a long string or list is cut, and a
+    huge integer is described (its repr alone would fail past 4,300 digits)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**30:
+        digits = len(str(abs(value))) if value.bit_length() < 14_000 else None
+        return (f"an integer of {digits:,} digits" if digits else
+                f"an integer of about {int(value.bit_length() * math.log10(2)):,} digits")
+    try:
+        text = repr(value)
+    except ValueError:  # a huge integer inside a container
+        text = f"a {type(value).__name__} holding a huge integer"
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
 
 
 def did_you_mean(given: str, allowed: Iterable[str]) -> str:
@@ -33,3 +55,20 @@ def closed_pipe_exit() -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     return 141
+
+
+def one_line(message: str) -> str:
+    """An error message as one line a terminal prints as it is: whitespace runs (a newline in a
+    value, a YAML problem's context) become one space, and other control characters (an
+    escape sequence in a name) are shown escaped."""
+    text = " ".join(str(message).split())
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a usage error as one line, exit status 2 (as every other input error of
+    the commands): `sweeper plan: error: argument --rows: ... (see sweeper plan --help)`.
+    Subcommands' parsers are made of the same class."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")

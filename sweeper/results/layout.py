@@ -17,10 +17,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from sweeper.numbers import shown
 from sweeper.results.errors import ResultsInputError
 
 TABLES = ("trials", "trajectories")
-SWEEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # matched in full: fullmatch
 PART_PREFIX, PART_SUFFIX = "part-", ".parquet"
 COMPACT_PREFIX, TEMP_PREFIX = "part-compact-", ".tmp-"
 
@@ -31,11 +32,12 @@ CONFIG_SCHEMA_VERSION = 1
 
 
 def check_sweep_name(name: str, field: str = "name") -> str:
-    """A sweep name is one path segment: it can never escape the results root."""
-    if not isinstance(name, str) or not SWEEP_NAME.match(name) or name.strip(".") == "":
-        raise ResultsInputError(f"{field}: got {name!r}; allowed: 1-128 characters of letters, "
-                                "digits, '_', '-', '.', starting with a letter or digit (one "
-                                "folder name, no '/' or '..')")
+    """A sweep name is one path segment: it can never escape the results root. Matched in
+    full: `$` would admit a trailing newline, a folder whose name ends in one."""
+    if not isinstance(name, str) or not SWEEP_NAME.fullmatch(name) or name.strip(".") == "":
+        raise ResultsInputError(f"{field}: got {shown(name)}; allowed: 1-128 characters of "
+                                "letters, digits, '_', '-', '.', starting with a letter or "
+                                "digit (one folder name, no '/' or '..')")
     return name
 
 

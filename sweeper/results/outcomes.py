@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from sweeper.numbers import check_float
 from sweeper.results.errors import ResultsInputError
 from sweeper.results.rules import (
     CORE_RULES,
@@ -52,12 +53,11 @@ class Thresholds:
     def __post_init__(self) -> None:
         named = {n: getattr(self, n) for n in _FRACTIONS}
         for name, value in {**named, **self.others}.items():
-            if not _is_number(value) or not 0 <= value <= 1:
-                raise ResultsInputError(f"{name} threshold: got {value!r}; allowed: a number "
-                                        "in [0, 1]")
-        if not _is_number(self.concentration) or not 1 <= self.concentration < math.inf:
-            raise ResultsInputError(f"concentration threshold: got {self.concentration!r}; "
-                                    "allowed: a number >= 1 (multiples of uniform attention)")
+            check_float(value, f"{name} threshold", 0, 1, allowed="a number in [0, 1]",
+                        error=ResultsInputError)
+        check_float(self.concentration, "concentration threshold", 1, None,
+                    allowed="a number >= 1 (multiples of uniform attention)",
+                    error=ResultsInputError)
 
     def of(self, rule: OutcomeRule) -> float:
         """The threshold `rule` is judged at."""
@@ -76,10 +76,6 @@ class Thresholds:
 
 _FRACTIONS = ("accuracy", "attention", "ktiw", "plateau", "attention_learned")
 _NAMED = (*_FRACTIONS, "concentration")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 DEFAULT_THRESHOLDS = Thresholds()

@@ -161,3 +161,71 @@ def to_frame(table: pa.Table) -> pd.DataFrame:
     """Arrow to pandas with nullable ints and bools, so a column's dtype never depends on
     whether it happens to hold a null (steps_to_learn stays an integer column)."""
     return table.to_pandas(types_mapper=_NULLABLE.get)
+
+
+# How long a results root's first answer may take; $SWEEPER_REMOTE_TIMEOUT_S changes it.
+REMOTE_TIMEOUT_S = 10.0
+
+
+def open_uri(uri: str, timeout_s: float | None = None, field: str = "--results"
+             ) -> tuple[pafs.FileSystem, str]:
+    """A results root given as a pyarrow.fs URI (s3://bucket/prefix?..., gs://...), opened and
+    asked once for its root, within `timeout_s` seconds: an endpoint that refuses, a network
+    that is not there, credentials that never come are one line (naming `field`) before
+    anything starts,
+    never a hang (with no network, gs:// waits for minutes). The one opener of URIs, for the
+    store and for `analysis` alike; the root may not exist yet (a new results root)."""
+    import threading
+
+    if timeout_s is None:
+        timeout_s = _timeout_from_environment()
+    answer: dict[str, Any] = {}
+
+    def probe() -> None:
+        try:
+            fs, root = pafs.FileSystem.from_uri(uri)
+            answer["opened"] = (fs, root.rstrip("/"), fs.get_file_info(root).type)
+        except Exception as exc:  # noqa: BLE001 - told on the caller's thread
+            answer["error"] = exc
+
+    thread = threading.Thread(target=probe, name="sweeper-results-probe", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise ResultsInputError(f"{field}: {uri!r} did not answer within {timeout_s:g} s; "
+                                "allowed: a results root this machine reaches (check the "
+                                "network, the endpoint and the credentials)")
+    error = answer.get("error")
+    if isinstance(error, pa.ArrowInvalid | pa.ArrowNotImplementedError | ValueError):
+        raise ResultsInputError(f"{field}: got {uri!r}, which pyarrow.fs cannot open "
+                                f"({_short(error)}); allowed: a local path or a pyarrow.fs URI "
+                                "such as s3://bucket/prefix") from None
+    if error is not None:
+        raise ResultsInputError(f"{field}: {uri!r} cannot be reached ({_short(error)}); "
+                                "allowed: a results root this machine reaches") from None
+    fs, root, kind = answer["opened"]
+    if kind == pafs.FileType.File:
+        raise ResultsInputError(f"{field}: got {uri!r}, which is a file; allowed: a folder "
+                                "(existing or new)")
+    return fs, root
+
+
+def _timeout_from_environment() -> float:
+    """$SWEEPER_REMOTE_TIMEOUT_S (seconds, 0.1 to 3600), else REMOTE_TIMEOUT_S."""
+    import contextlib
+    import os
+
+    from sweeper.numbers import check_float
+
+    text = os.environ.get("SWEEPER_REMOTE_TIMEOUT_S")
+    if not text:
+        return REMOTE_TIMEOUT_S
+    value: Any = text
+    with contextlib.suppress(ValueError):
+        value = float(text)
+    return check_float(value, "$SWEEPER_REMOTE_TIMEOUT_S", 0.1, 3600, error=ResultsInputError)
+
+
+def _short(error: BaseException, chars: int = 200) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= chars else text[:chars] + "..."

@@ -56,6 +56,7 @@ from sweeper.results.reading import (
     QUARANTINE,
     current_names,
     list_sweeps,
+    open_uri,
     part_files,
     read_manifest,
     read_replaces,
@@ -524,15 +525,10 @@ class FileStore(Store):
     @classmethod
     def at(cls, uri: str) -> FileStore:
         if "://" in uri:
-            try:
-                fs, root = pafs.FileSystem.from_uri(uri)
-            except (pa.ArrowInvalid, ValueError, OSError) as exc:
-                raise ResultsInputError(f"--results: got {uri!r}, which pyarrow.fs cannot open "
-                                        f"({exc}); allowed: a local path or a pyarrow.fs URI "
-                                        "such as s3://bucket/prefix") from None
-            if uri.startswith("s3://") and not root.strip("/"):
+            if uri.startswith("s3://") and not uri[len("s3://"):].split("?")[0].strip("/"):
                 raise ResultsInputError(f"--results: got {uri!r}, which names no bucket; "
                                         "allowed: s3://bucket/prefix")
+            fs, root = open_uri(uri)  # asked once, within a timeout: never a hang
         else:
             fs, root = pafs.LocalFileSystem(), _local_root(uri)
         store = cls(fs, root.rstrip("/"), uri)

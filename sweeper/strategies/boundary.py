@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from sweeper.numbers import check_float, check_int, shown
 from sweeper.results import cell_stats
 from sweeper.results.levelset import MODELS, SharePosterior, face_neighbours, share_posterior
 from sweeper.spec import TrialResult, TrialSpec
@@ -172,18 +173,17 @@ class BoundaryStrategy(SearchRules):
         outcome = raw.get("outcome", family.phase_outcome)
         outcomes = tuple(r.column for r in family.outcome_rules if r.kind == "success")
         if outcome not in outcomes:
-            raise SweepFileError(f"search.outcome: got {outcome!r}"
+            raise SweepFileError(f"search.outcome: got {shown(outcome)}"
                                  f"{suggest_plain(outcome, outcomes)}; allowed: "
                                  f"{', '.join(outcomes)} (a success outcome of {family.name})")
-        target = raw.get("target", 0.5)
-        if isinstance(target, bool) or not isinstance(target, int | float) or not 0 < target < 1:
-            raise fail("search.target", target, "a success share > 0 and < 1")
+        target = check_float(raw.get("target", 0.5), "search.target", 0, 1, low_open=True,
+                             high_open=True, allowed="a success share > 0 and < 1",
+                             error=SweepFileError)
         margin = number_at(raw.get("margin", 0.1), "search.margin", 0, high=0.5)
         cap = raw.get("max_seeds")  # None: every seed of `seeds` (so adding seeds extends it)
-        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int)
-                                or not 1 <= cap <= len(seeds)):
-            raise fail("search.max_seeds", cap, f"an integer >= 1 and <= {len(seeds)} (the "
-                       "sweep's seeds)")
+        if cap is not None:
+            cap = check_int(cap, "search.max_seeds", 1, len(seeds), error=SweepFileError,
+                            allowed=f"an integer >= 1 and <= {len(seeds)} (the sweep's seeds)")
         per = raw.get("seeds_per_proposal")  # None: 2, or the cap when it is 1
         if per is not None:
             per = int_at(per, "search.seeds_per_proposal", 1)

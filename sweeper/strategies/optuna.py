@@ -48,6 +48,7 @@ from optuna.trial import TrialState
 
 from sweeper.cells import cell_specs
 from sweeper.errors import SweeperInputError
+from sweeper.numbers import shown
 from sweeper.results import COUNTED_STATUSES, counted, outcome_columns
 from sweeper.results.files import NOTHING_WRITTEN, could_not_write
 from sweeper.results.objective import objective_value
@@ -171,7 +172,7 @@ class OptunaStrategy(SearchRules):
             tuple(f"{w}_{m.name}" for m in family.scalar_metrics() for w in ("final", "best"))
         objective = raw.get("objective")
         if objective not in objectives:
-            raise SweepFileError(f"search.objective: got {objective!r}"
+            raise SweepFileError(f"search.objective: got {shown(objective)}"
                                  f"{suggest_plain(objective, objectives)}; allowed: "
                                  f"{', '.join(objectives)}")
         direction = raw.get("direction", "maximize")

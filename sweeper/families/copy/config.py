@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.errors import ParameterError
+from sweeper.numbers import MAX_SEED
 from sweeper.registry import Entry, Param
-
-MAX_SEED = 10**18  # fits the int64 column
 
 
 @dataclass(frozen=True)
