@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sweeper.numbers import int_argument
+from sweeper.numbers import MAX_SEED, int_argument
 from sweeper.results.errors import (
     OneLineParser,
     ResultsInputError,
@@ -352,19 +352,24 @@ def _add_seeds(subparsers) -> None:
 def run_heads(args: argparse.Namespace) -> int:
     from .heads import head_classes
 
+    if args.cells:
+        _check_suffix(args.cells, (".csv", ".json"), "--cells")
     if args.classes is not None:
+        if args.stage2 is not None or args.stage2_options_given:
+            raise AnalysisInputError("--classes reads RESULTS/SWEEP as stage 2; --stage2 and "
+                                     "its options write stage 2 from a stage 1: give one")
         return _heads_table(args)
     if args.stage2 is None and args.stage2_options_given:
         raise AnalysisInputError("--heads, --sets and --data-seeds shape stage 2: give them "
                                  "with --stage2 FILE.yaml")
     results = _load(args)
     classes = head_classes(_recomputed(results, args), args.holdout)
-    name = results.sweeps[0].name
-    sys.stdout.write(_describe_classes(name, classes))
+    stage2 = _stage2(args, results.sweeps[0].manifest, classes) if args.stage2 else None
+    sys.stdout.write(_describe_classes(results.sweeps[0].name, classes))
     if args.cells:
         _write_table(classes.heads, Path(args.cells))
-    if args.stage2:
-        _write_stage2(args, results.sweeps[0].manifest, classes)
+    if stage2 is not None:
+        _write_stage2(args, *stage2)
     return 0
 
 
@@ -387,6 +392,9 @@ def _recomputed(results, args: argparse.Namespace):
     from .outcomes import with_outcomes
     from .phase import outcome_trajectories
 
+    if results.trials.empty:
+        raise AnalysisInputError(f"{args.sweep_dir}: no trials stored there; allowed: a sweep "
+                                 "folder that sweeper run has stored trials in")
     return with_outcomes(results.trials, outcome_trajectories(results), _thresholds(args))
 
 
@@ -394,7 +402,8 @@ def _seed_list(seeds: list[int]) -> str:
     return f"{len(seeds)} heads: {', '.join(map(str, seeds))}" if seeds else "none"
 
 
-def _write_stage2(args: argparse.Namespace, manifest: dict, classes) -> None:
+def _stage2(args: argparse.Namespace, manifest: dict, classes) -> tuple[dict, str]:
+    """Stage 2's sweep file and its header, checked before anything is printed or written."""
     import yaml
 
     from .heads import CONDITIONS, stage2_sweep
@@ -406,18 +415,26 @@ def _write_stage2(args: argparse.Namespace, manifest: dict, classes) -> None:
                                  "stage 2 from; allowed: a sweep run by sweeper run")
     sweep = stage2_sweep(stage1, classes, heads=args.heads, sets=args.sets,
                          data_seeds=args.data_seeds, name=args.name)
-    sets = args.sets
     header = (f"# Stage 2 of the head-initialisation experiment, written by `sweeper heads "
               f"{args.sweep_dir} --stage2`\n# from stage 1's classification (base network "
-              f"{classes.base_seed}). model.head_seeds lists {sets} sets per condition, in this "
-              f"order: {', '.join(CONDITIONS)}\n# (bad: {args.heads} bad heads; one_good: "
-              f"{args.heads - 1} bad + 1 good, the good head's position cycling; unseen: heads "
-              "stage 1 never trained).\n# Read it with: sweeper heads RESULTS/"
+              f"{classes.base_seed}). model.head_seeds lists {args.sets} sets per condition, "
+              f"in this order: {', '.join(CONDITIONS)}\n# (bad: {args.heads} bad heads; "
+              f"one_good: {args.heads - 1} bad + 1 good, the good head's position cycling; "
+              "unseen: heads stage 1 never trained).\n# Read it with: sweeper heads RESULTS/"
               f"{sweep['name']} --classes {args.sweep_dir}\n")
-    path = write_whole_file(args.stage2, (header + yaml.safe_dump(
-        sweep, sort_keys=False, default_flow_style=None, width=96)).encode())
-    print(f"wrote {path}: {sweep['name']}, {3 * sets} head sets x {len(args.data_seeds)} data "
-          f"seeds = {3 * sets * len(args.data_seeds)} trials of {args.heads} heads")
+    return sweep, header
+
+
+def _write_stage2(args: argparse.Namespace, sweep: dict, header: str) -> None:
+    import yaml
+
+    path = Path(args.stage2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = header + yaml.safe_dump(sweep, sort_keys=False, default_flow_style=None, width=96)
+    write_whole_file(path, text.encode())
+    sets, seeds = 3 * args.sets, len(args.data_seeds)
+    print(f"wrote {path}: {sweep['name']}, {sets} head sets x {seeds} data seeds = "
+          f"{sets * seeds} trials of {args.heads} heads")
 
 
 def _heads_table(args: argparse.Namespace) -> int:
@@ -443,25 +460,12 @@ def _heads_table(args: argparse.Namespace) -> int:
 
 
 def _seed_values(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: comma-separated integers "
-                                         ">= 0, e.g. 1000,1001,1002,1003") from None
-    if not seeds or min(seeds) < 0:
+    parse = int_argument(0, MAX_SEED)
+    seeds = [parse(s.strip()) for s in text.split(",") if s.strip()]
+    if not seeds:
         raise argparse.ArgumentTypeError(f"got {text!r}; allowed: comma-separated integers "
                                          ">= 0, e.g. 1000,1001,1002,1003")
     return seeds
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer >= 1")
-    return value
 
 
 class _Stage2Option(argparse.Action):
@@ -488,9 +492,9 @@ def _add_heads(subparsers) -> None:
                    help="data seeds of stage 1 (the largest) held out of the classification, "
                         "measuring each class's rate alone (default 1 with 4 or more seeds)")
     p.add_argument("--stage2", metavar="FILE.yaml", help="write stage 2's sweep file here")
-    p.add_argument("--heads", type=_positive, default=8, action=_Stage2Option,
+    p.add_argument("--heads", type=int_argument(2, 256), default=8, action=_Stage2Option,
                    help="heads of stage 2's models (default 8)")
-    p.add_argument("--sets", type=_positive, default=8, action=_Stage2Option,
+    p.add_argument("--sets", type=int_argument(1, 10_000), default=8, action=_Stage2Option,
                    help="head sets per condition (default 8)")
     p.add_argument("--data-seeds", type=_seed_values, default=[1000, 1001, 1002, 1003],
                    action=_Stage2Option,

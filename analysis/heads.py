@@ -23,6 +23,7 @@ Compute a data object here; `sweeper heads` prints and writes them (analysis/cli
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sweeper.numbers import MAX_SEED, check_int
 from sweeper.results.cells import COUNTED_STATUSES, wilson_interval
+from sweeper.results.layout import check_sweep_name
 from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, item_maxima
 
 from .errors import AnalysisInputError
@@ -155,22 +158,47 @@ def stage2_sets(classes: HeadClasses, heads: int = 8, sets: int = 8,
     (its position cycles through the heads, so position cannot explain a result); seeds stage
     1 never trained (above its largest). Drawn reproducibly from `seed`."""
     bad, good = classes.seeds_of("bad"), classes.seeds_of("good")
+    if heads < 2:
+        raise AnalysisInputError(f"--heads: got {heads}; allowed: 2 or more (one good head "
+                                 "among bad ones needs at least two heads)")
     if len(bad) < heads:
         raise AnalysisInputError(f"stage 1 has {len(bad)} bad heads; allowed: at least "
                                  f"--heads {heads} (train more head seeds in stage 1)")
     if not good:
         raise AnalysisInputError("stage 1 has no good head (one whose attention learned in "
                                  "every classifying data seed): train more head seeds")
+    possible = min(math.comb(len(bad), heads),  # all bad; one good at each position:
+                   heads * math.perm(len(bad), heads - 1) * len(good))
+    if sets > possible:
+        raise AnalysisInputError(f"--sets: got {sets}; allowed: at most {possible} (stage 1's "
+                                 f"{len(bad)} bad and {len(good)} good heads make {possible} "
+                                 f"distinct sets of {heads} per condition; a set listed twice "
+                                 "would be one cell)")
     rng = np.random.default_rng(seed)
     first_unseen = int(classes.heads["head_seed"].max()) + 1
     out: dict[str, list[list[int]]] = {c: [] for c in CONDITIONS}
     for i in range(sets):
-        out["bad"].append(sorted(int(s) for s in rng.choice(bad, heads, replace=False)))
-        ones = [int(s) for s in rng.choice(bad, heads - 1, replace=False)]
-        ones.insert(i % heads, int(rng.choice(good)))
-        out["one_good"].append(ones)
+        out["bad"].append(_new_set(out["bad"], lambda: sorted(
+            int(s) for s in rng.choice(bad, heads, replace=False))))
+        out["one_good"].append(_new_set(out["one_good"], lambda i=i: _with_good(
+            rng, bad, good, heads, i % heads)))
         out["unseen"].append(list(range(first_unseen + i * heads, first_unseen + (i + 1) * heads)))
     return out
+
+
+def _new_set(taken: list[list[int]], draw) -> list[int]:
+    """A draw not in `taken` (sets repeat only when few exist: the caller checked there are
+    enough)."""
+    while (candidate := draw()) in taken:
+        pass
+    return candidate
+
+
+def _with_good(rng: np.random.Generator, bad: list[int], good: list[int], heads: int,
+               position: int) -> list[int]:
+    ones = [int(s) for s in rng.choice(bad, heads - 1, replace=False)]
+    ones.insert(position, int(rng.choice(good)))
+    return ones
 
 
 def stage2_sweep(stage1_file: Mapping[str, Any], classes: HeadClasses, *, heads: int = 8,
@@ -194,8 +222,24 @@ def stage2_sweep(stage1_file: Mapping[str, Any], classes: HeadClasses, *, heads:
     conditions = stage2_sets(classes, heads, sets, seed)
     axes = {"model": {"head_seeds": {"grid": [s for c in CONDITIONS for s in conditions[c]]}}}
     out["axes"] = axes
-    out["seeds"] = [int(s) for s in data_seeds]
+    out["seeds"] = _fresh_seeds(data_seeds, classes)
+    if name is not None:
+        check_sweep_name(name, "--name")
     return out
+
+
+def _fresh_seeds(data_seeds: Sequence[int], classes: HeadClasses) -> list[int]:
+    """Stage 2's data seeds: distinct, storable, and none of stage 1's (its heads were judged on
+    those)."""
+    seeds = [check_int(s, "--data-seeds", 0, MAX_SEED, error=AnalysisInputError)
+             for s in data_seeds]
+    if len(set(seeds)) != len(seeds):
+        raise AnalysisInputError(f"--data-seeds: got {seeds}; allowed: distinct seeds")
+    used = sorted(set(seeds) & set(classes.classify_seeds + classes.holdout_seeds))
+    if used:
+        raise AnalysisInputError(f"--data-seeds: got {used}, stage 1's own; allowed: seeds "
+                                 "stage 1 did not train on (its heads were judged on them)")
+    return seeds
 
 
 # ---------------------------------------------------------------- the table

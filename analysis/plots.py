@@ -384,7 +384,8 @@ def lottery_figure(phase: PhaseDiagram, *, annotate: bool | None = None,
     cells whose interval lies above the lottery's outlined green, below it dashed red."""
     if phase.lottery.empty:
         raise AnalysisInputError(f"no lottery baseline: the facet ({phase.facet or 'none'}) "
-                                 "does not count heads; facet by model.heads")
+                                 "does not count heads, or has one head count only; allowed: "
+                                 "a facet over two or more head counts, e.g. model.heads")
     if annotate is None:
         annotate = len(phase.x_values) * len(phase.y_values) <= ANNOTATE_CELLS
     gx, gy = phase_scales(phase, scales)

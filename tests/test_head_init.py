@@ -22,6 +22,7 @@ from analysis.heads import (
     stage2_sweep,
 )
 from sweeper.results.cells import wilson_interval
+from sweeper.results.errors import ResultsInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGE1 = ROOT / "search_spaces" / "snell_head_init_stage1.yaml"
@@ -215,3 +216,33 @@ def test_cli_heads_refuses_stage2_options_without_stage2_and_a_sweep_without_hea
     assert "give them with --stage2" in capsys.readouterr().err
     assert main(["heads", str(tmp_path / "copy")]) == 2
     assert "model.head_seeds" in capsys.readouterr().err
+
+
+def test_stage2_refuses_too_many_sets_one_head_and_stage1s_own_or_repeated_data_seeds():
+    classes = classes_with(good=[1], bad=[10, 11, 12])
+    stage1 = yaml.safe_load(STAGE1.read_text())
+    with pytest.raises(AnalysisInputError, match="--sets: got 2; allowed: at most 1"):
+        stage2_sets(classes, heads=3, sets=2)
+    with pytest.raises(AnalysisInputError, match="--heads: got 1; allowed: 2 or more"):
+        stage2_sets(classes, heads=1, sets=1)
+    assert len({tuple(s) for s in stage2_sets(classes, heads=2, sets=3)["bad"]}) == 3
+    for seeds, message in (((1000, 1000), "distinct"), ((3, 1001), "stage 1's own"),
+                           ((2**63, 1), "--data-seeds")):
+        with pytest.raises(AnalysisInputError, match=message):
+            stage2_sweep(stage1, classes, heads=2, sets=1, data_seeds=seeds)
+    with pytest.raises(ResultsInputError, match="--name"):
+        stage2_sweep(stage1, classes, heads=2, sets=1, name="bad name/..")
+
+
+def test_cli_heads_refuses_stage2_with_classes_and_an_empty_folder_in_one_line(tmp_path, capsys):
+    from analysis.cli import main
+
+    (tmp_path / "empty").mkdir()
+    assert main(["heads", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "error:" in err
+    assert main(["heads", str(tmp_path / "empty"), "--classes", str(tmp_path / "empty"),
+                 "--stage2", str(tmp_path / "s2.yaml")]) == 2
+    assert "give one" in capsys.readouterr().err and not (tmp_path / "s2.yaml").exists()
+    assert main(["heads", str(tmp_path / "empty"), "--cells", str(tmp_path / "x.txt")]) == 2
+    assert "--cells" in capsys.readouterr().err
