@@ -5,7 +5,9 @@ Test modules import the fixtures from here (tests/conftest.py belongs to sweeper
 
 from __future__ import annotations
 
+import contextlib
 import io
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -181,3 +183,20 @@ def trials_frame(cells: dict[tuple, tuple[int, int]], *, x: str = "task.cooccurr
     frame["steps_to_learn"] = frame["steps_to_learn"].astype("Int64")
     frame["attention_onset"] = frame["attention_onset"].astype("Int64")
     return frame
+
+
+@contextlib.contextmanager
+def serving_dashboard(root: Path, sweep: str):
+    """A dashboard of `sweep` under `root` on a free loopback port, in a thread: yields its base
+    URL and stops it on exit."""
+    from analysis.dashboard.server import make_server
+
+    httpd, _ = make_server(str(root), sweep, port=0)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
+                              daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

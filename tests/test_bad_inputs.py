@@ -525,21 +525,13 @@ MALFORMED_QUERIES = [
 
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory):
-    import threading
-
     import synthetic_stores as synthetic
-
-    from analysis.dashboard.server import make_server
+    from analysis_fixtures import serving_dashboard
 
     root = tmp_path_factory.mktemp("dashboard")
     synthetic.write_copy_sweep(root, "copy", failed=0.05, diverged=0.03)
-    httpd, _ = make_server(str(root), "copy", port=0)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                              daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving_dashboard(root, "copy") as url:
+        yield url
 
 
 def _get(url: str) -> tuple[int, bytes]:

@@ -16,6 +16,11 @@ import pyarrow.fs as pafs
 import pytest
 import synthetic_stores as synthetic
 
+try:
+    from analysis_fixtures import serving_dashboard
+except ImportError:  # tests/ imported as a package
+    from tests.analysis_fixtures import serving_dashboard
+
 from analysis import load
 from analysis.phase import compute_phase, phase_from_summary
 from sweeper.results import Store
@@ -178,15 +183,8 @@ def test_ray_workers_report_their_step_throttled(monkeypatch):
 
 @pytest.fixture(scope="module")
 def server(root):
-    from analysis.dashboard.server import make_server
-
-    httpd, dashboard = make_server(str(root), "copy", port=0)
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                              daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving_dashboard(root, "copy") as url:
+        yield url
 
 
 def get(url: str, headers: dict | None = None):
