@@ -10,6 +10,7 @@
 // into the weights by the caller, so every activation is one sigmoid.
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "fast_math.h"
@@ -24,27 +25,6 @@ using sweeper_native::sigmoid;
 // The elementwise pass of one step is a function of its own: GCC honours __restrict__ on
 // function parameters, not on pointers declared in a loop body, and without it the loops run
 // 3-4x slower (measured: 2.1 against 0.6 ns a gate element at K = 16, B = 128, d = 32).
-template <typename T>
-void lstm_step_forward(const T* __restrict__ table, const int64_t* __restrict__ row_t,
-                       T* __restrict__ a, const T* __restrict__ c2_prev, T* __restrict__ c2,
-                       T* __restrict__ tc, T* __restrict__ h, int64_t KB, int64_t G) {
-  const int64_t d = G / 4;
-  for (int64_t kb = 0; kb < KB; ++kb) {
-    T* g = a + kb * G;
-    const T* x = table + row_t[kb] * G;
-    for (int64_t j = 0; j < G; ++j) g[j] = sigmoid(g[j] + x[j]);
-    const int64_t o = kb * d;
-    for (int64_t j = 0; j < d; ++j) {
-      const T i = g[j], f = g[d + j], sg = g[2 * d + j], og = g[3 * d + j];
-      const T c = f * c2_prev[o + j] + T(4) * i * sg - T(2) * i;  // 2 c_t
-      const T tanh_c = T(2) * sigmoid(c) - T(1);
-      c2[o + j] = c;
-      tc[o + j] = tanh_c;
-      h[o + j] = og * tanh_c;
-    }
-  }
-}
-
 template <typename T>
 void lstm_step_backward(const T* __restrict__ a, const T* __restrict__ tc,
                         const T* __restrict__ c2_prev, const T* __restrict__ dhp,
@@ -70,21 +50,148 @@ void lstm_step_backward(const T* __restrict__ a, const T* __restrict__ tc,
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Small matrix products in registers. The recurrence's products are tiny ([B, d] x [d, G d]
+// per model and step, d = 32 at the calibrated scale): a library bmm call costs more in dispatch
+// and in streaming its output through memory than in arithmetic. Here a block of R rows by two
+// vectors of columns of the output is accumulated in registers (GCC's vector types: plain loops
+// with sizes known only at run time are not kept in registers), the right-hand matrix (16 KB at
+// d = 32) stays in L1, and the output lands in the buffer the elementwise pass reads next,
+// while it is in cache.
+constexpr int ROW_BLOCK = 4;
+#ifdef __AVX512F__
+constexpr int VEC_BYTES = 64;
+#else
+constexpr int VEC_BYTES = 32;
+#endif
+
+// GCC's vector types, unaligned and allowed to alias their scalars (loads and stores are
+// casts of the buffers' pointers).
+typedef float VecF __attribute__((vector_size(VEC_BYTES), aligned(4), may_alias));
+typedef double VecD __attribute__((vector_size(VEC_BYTES), aligned(8), may_alias));
+template <typename T>
+struct VecOf;
+template <>
+struct VecOf<float> {
+  using type = VecF;
+};
+template <>
+struct VecOf<double> {
+  using type = VecD;
+};
+template <typename T>
+using Vec = typename VecOf<T>::type;
+static_assert(sizeof(Vec<float>) == VEC_BYTES && sizeof(Vec<double>) == VEC_BYTES);
+
+template <typename T>
+inline Vec<T> load(const T* p) {
+  return *reinterpret_cast<const Vec<T>*>(p);
+}
+
+template <typename T>
+inline void store(T* p, const Vec<T>& v) {
+  *reinterpret_cast<Vec<T>*>(p) = v;
+}
+
+// out[r * ldo + c] += sum_{j < n} x[r * xr + j * xj] * w[j * width + c], r < R, c < width.
+template <typename T, int R>
+void gemm_block(const T* __restrict__ x, int64_t xr, int64_t xj, const T* __restrict__ w,
+                int64_t n, int64_t width, T* __restrict__ out, int64_t ldo) {
+  constexpr int L = VEC_BYTES / sizeof(T), C = 2 * L;  // two vectors of columns a row
+  int64_t c0 = 0;
+  for (; c0 + C <= width; c0 += C) {
+    Vec<T> acc[R][2];
+    for (int r = 0; r < R; ++r) {
+      acc[r][0] = load(out + r * ldo + c0);
+      acc[r][1] = load(out + r * ldo + c0 + L);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const Vec<T> w0 = load(w + j * width + c0), w1 = load(w + j * width + c0 + L);
+      for (int r = 0; r < R; ++r) {
+        const T xv = x[r * xr + j * xj];
+        acc[r][0] += xv * w0;
+        acc[r][1] += xv * w1;
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      store(out + r * ldo + c0, acc[r][0]);
+      store(out + r * ldo + c0 + L, acc[r][1]);
+    }
+  }
+  for (; c0 < width; ++c0) {  // columns left over when width is not a multiple of C
+    for (int r = 0; r < R; ++r) {
+      T s = out[r * ldo + c0];
+      for (int64_t j = 0; j < n; ++j) s += x[r * xr + j * xj] * w[j * width + c0];
+      out[r * ldo + c0] = s;
+    }
+  }
+}
+
+// out [rows, width] += x [rows, n] w [n, width]; x's element (r, j) is x[r * xr + j * xj].
+template <typename T>
+void gemm_acc(int64_t rows, const T* x, int64_t xr, int64_t xj, const T* w, int64_t n,
+              int64_t width, T* out, int64_t ldo) {
+  int64_t r = 0;
+  for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK)
+    gemm_block<T, ROW_BLOCK>(x + r * xr, xr, xj, w, n, width, out + r * ldo, ldo);
+  for (; r < rows; ++r) gemm_block<T, 1>(x + r * xr, xr, xj, w, n, width, out + r * ldo, ldo);
+}
+
+// Sequences are independent and so are the models: the loops run model by model and tile by
+// tile of TILE sequences, each tile through all its time steps, so that a tile's state, its
+// model's weights and the step's gates stay in L1/L2 from one step to the next; each saved
+// buffer is written once.
+constexpr int64_t TILE = 32;
+
+// The LSTM cell on n rows whose gate pre-activations (x W_ih + b + h W_hh) are in a [n, G].
+template <typename T>
+void lstm_cell_forward(T* __restrict__ a, const T* __restrict__ c2_prev, T* __restrict__ c2,
+                       T* __restrict__ tc, T* __restrict__ h, int64_t n, int64_t G) {
+  const int64_t d = G / 4;
+  for (int64_t r = 0; r < n; ++r) {
+    T* g = a + r * G;
+    for (int64_t j = 0; j < G; ++j) g[j] = sigmoid(g[j]);
+    const int64_t o = r * d;
+    for (int64_t j = 0; j < d; ++j) {
+      const T i = g[j], f = g[d + j], sg = g[2 * d + j], og = g[3 * d + j];
+      const T c = f * c2_prev[o + j] + T(4) * i * sg - T(2) * i;  // 2 c_t
+      const T tanh_c = T(2) * sigmoid(c) - T(1);
+      c2[o + j] = c;
+      tc[o + j] = tanh_c;
+      h[o + j] = og * tanh_c;
+    }
+  }
+}
+
 template <typename T>
 void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const at::Tensor& w2,
                        const at::Tensor& h0, const at::Tensor& c0, at::Tensor& acts,
                        at::Tensor& c2s, at::Tensor& tcs, at::Tensor& hs) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
-  const int64_t G = table2.size(1), KB = K * B;
-  const T* __restrict__ table = table2.data_ptr<T>();
+  const int64_t G = table2.size(1), d = G / 4, KB = K * B;
+  const T* table = table2.data_ptr<T>();
   const int64_t* row = rows.data_ptr<int64_t>();
-  at::Tensor c2_start = c0 * 2;
-  for (int64_t t = 0; t < S; ++t) {
-    at::Tensor a_t = acts[t];
-    at::bmm_out(a_t, t == 0 ? h0 : hs[t - 1], w2);  // h_{t-1} W_hh  [K, B, G d]
-    lstm_step_forward<T>(table, row + t * KB, a_t.data_ptr<T>(),
-                         (t == 0 ? c2_start : c2s[t - 1]).data_ptr<T>(), c2s[t].data_ptr<T>(),
-                         tcs[t].data_ptr<T>(), hs[t].data_ptr<T>(), KB, G);
+  const T* w = w2.data_ptr<T>();
+  const at::Tensor c2_start_t = c0 * 2;
+  const T *h_start = h0.data_ptr<T>(), *c2_start = c2_start_t.data_ptr<T>();
+  T *a = acts.data_ptr<T>(), *c2 = c2s.data_ptr<T>(), *tc = tcs.data_ptr<T>();
+  T* h = hs.data_ptr<T>();
+  for (int64_t k = 0; k < K; ++k) {
+    const T* wk = w + k * d * G;  // [d, G d]
+    for (int64_t b0 = 0; b0 < B; b0 += TILE) {
+      const int64_t n = std::min(TILE, B - b0), first = k * B + b0;  // rows first..first+n
+      for (int64_t t = 0; t < S; ++t) {
+        const int64_t now = t * KB + first, before = (t - 1) * KB + first;
+        T* at_ = a + now * G;
+        const int64_t* rt = row + now;
+        for (int64_t r = 0; r < n; ++r)
+          std::memcpy(at_ + r * G, table + rt[r] * G, G * sizeof(T));  // x W_ih + b
+        const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
+        gemm_acc<T>(n, h_prev, d, 1, wk, d, G, at_, G);  // += h_{t-1} W_hh
+        lstm_cell_forward<T>(at_, t == 0 ? c2_start + first * d : c2 + before * d,
+                             c2 + now * d, tc + now * d, h + now * d, n, G);
+      }
+    }
   }
 }
 
@@ -96,28 +203,40 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
                                            const at::Tensor& grad_hs, const at::Tensor& dc_in,
                                            at::Tensor& d_table) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
-  const int64_t G = acts.size(3), KB = K * B;
-  at::Tensor w_t = w_hh.transpose(1, 2).contiguous();  // [K, G d, d]
+  const int64_t G = acts.size(3), d = G / 4, KB = K * B;
+  const at::Tensor w_t = w_hh.transpose(1, 2).contiguous();  // [K, G d, d]
   at::Tensor d_w = at::zeros_like(w_hh);
-  at::Tensor dgates = at::empty({K, B, G}, acts.options());
-  at::Tensor dh = grad_hs[S - 1].clone();
+  at::Tensor dh0 = at::empty_like(h0);
   at::Tensor dc = dc_in.clone();
-  at::Tensor c2_start = c0 * 2;
-  at::Tensor dh0;
-  T* __restrict__ dg = dgates.data_ptr<T>();
-  T* __restrict__ dt = d_table.data_ptr<T>();
-  T* __restrict__ dcp = dc.data_ptr<T>();
+  const at::Tensor c2_start_t = c0 * 2;
+  std::vector<T> dg(TILE * G), dh(TILE * d);
   const int64_t* row = rows.data_ptr<int64_t>();
-  for (int64_t t = S - 1; t >= 0; --t) {
-    lstm_step_backward<T>(acts[t].data_ptr<T>(), tcs[t].data_ptr<T>(),
-                          (t == 0 ? c2_start : c2s[t - 1]).data_ptr<T>(), dh.data_ptr<T>(), dcp,
-                          dg, dt, row + t * KB, KB, G);
-    const at::Tensor h_prev = t == 0 ? h0 : hs[t - 1];
-    d_w.baddbmm_(h_prev.transpose(1, 2), dgates);  // dW_hh += h_{t-1}^T dgates_t
-    if (t > 0) {
-      at::baddbmm_out(dh, grad_hs[t - 1], dgates, w_t);
-    } else {
-      dh0 = at::bmm(dgates, w_t);
+  const T *a = acts.data_ptr<T>(), *c2 = c2s.data_ptr<T>(), *tc = tcs.data_ptr<T>();
+  const T *h = hs.data_ptr<T>(), *gh = grad_hs.data_ptr<T>(), *wt = w_t.data_ptr<T>();
+  const T *h_start = h0.data_ptr<T>(), *c2_start = c2_start_t.data_ptr<T>();
+  T *dt = d_table.data_ptr<T>(), *dw = d_w.data_ptr<T>(), *dcp = dc.data_ptr<T>();
+  T* dh0p = dh0.data_ptr<T>();
+  for (int64_t k = 0; k < K; ++k) {
+    const T* wtk = wt + k * G * d;  // [G d, d]
+    T* dwk = dw + k * d * G;        // [d, G d]
+    for (int64_t b0 = 0; b0 < B; b0 += TILE) {
+      const int64_t n = std::min(TILE, B - b0), first = k * B + b0;
+      std::memcpy(dh.data(), gh + ((S - 1) * KB + first) * d, n * d * sizeof(T));
+      for (int64_t t = S - 1; t >= 0; --t) {
+        const int64_t now = t * KB + first, before = (t - 1) * KB + first;
+        lstm_step_backward<T>(a + now * G, tc + now * d,
+                              t == 0 ? c2_start + first * d : c2 + before * d, dh.data(),
+                              dcp + first * d, dg.data(), dt, row + now, n, G);
+        const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
+        gemm_acc<T>(d, h_prev, 1, d, dg.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dg
+        T* dh_prev = t == 0 ? dh0p + first * d : dh.data();
+        if (t == 0) {
+          std::memset(dh_prev, 0, n * d * sizeof(T));
+        } else {
+          std::memcpy(dh_prev, gh + before * d, n * d * sizeof(T));
+        }
+        gemm_acc<T>(n, dg.data(), G, 1, wtk, G, d, dh_prev, d);  // += dg W_hh^T
+      }
     }
   }
   return {d_w, dh0, dc};
@@ -153,13 +272,13 @@ void gru_step_backward(const T* __restrict__ gates, const T* __restrict__ n,
                        const T* __restrict__ g_prev, const T* __restrict__ dhv,
                        T* __restrict__ dhp, T* __restrict__ dt, T* __restrict__ db,
                        T* __restrict__ cr, const int64_t* __restrict__ row_t, int64_t KB,
-                       int64_t B, int64_t G) {
+                       int64_t G) {
   const int64_t d = G / 3;
   for (int64_t kb = 0; kb < KB; ++kb) {
     const T* gr = gates + kb * 2 * d;
     T* out = dhp + kb * G;
     T* target = dt + row_t[kb] * G;
-    T* bias = db + (kb / B) * G;
+    T* bias = db;  // one model's [G] (a tile lies within one model)
     const int64_t o = kb * d;
     for (int64_t j = 0; j < d; ++j) {
       const T r = gr[j], z = gr[d + j], nv = n[o + j], dhj = dhv[o + j];
@@ -186,15 +305,27 @@ void gru_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const at
                       const at::Tensor& b2, const at::Tensor& h0, at::Tensor& hps,
                       at::Tensor& rz, at::Tensor& ns, at::Tensor& hs) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
-  const int64_t G = table2.size(1), KB = K * B;
-  const T* __restrict__ table = table2.data_ptr<T>();
+  const int64_t G = table2.size(1), d = G / 3, KB = K * B;
+  const at::Tensor bias_t = b2.reshape({K, G}).contiguous();
+  const T *table = table2.data_ptr<T>(), *w = w2.data_ptr<T>(), *bias = bias_t.data_ptr<T>();
   const int64_t* row = rows.data_ptr<int64_t>();
-  for (int64_t t = 0; t < S; ++t) {
-    at::Tensor hp_t = hps[t];
-    const at::Tensor h_prev_t = t == 0 ? h0 : hs[t - 1];
-    at::baddbmm_out(hp_t, b2, h_prev_t, w2);  // [K, B, 3d]
-    gru_step_forward<T>(table, row + t * KB, hp_t.data_ptr<T>(), h_prev_t.data_ptr<T>(),
-                        rz[t].data_ptr<T>(), ns[t].data_ptr<T>(), hs[t].data_ptr<T>(), KB, G);
+  const T* h_start = h0.data_ptr<T>();
+  T *hp = hps.data_ptr<T>(), *rzp = rz.data_ptr<T>(), *n_ = ns.data_ptr<T>();
+  T* h = hs.data_ptr<T>();
+  for (int64_t k = 0; k < K; ++k) {
+    const T* wk = w + k * d * G;  // [d, G d]
+    for (int64_t b0 = 0; b0 < B; b0 += TILE) {
+      const int64_t n = std::min(TILE, B - b0), first = k * B + b0;
+      for (int64_t t = 0; t < S; ++t) {
+        const int64_t now = t * KB + first, before = (t - 1) * KB + first;
+        T* hp_t = hp + now * G;
+        for (int64_t r = 0; r < n; ++r) std::memcpy(hp_t + r * G, bias + k * G, G * sizeof(T));
+        const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
+        gemm_acc<T>(n, h_prev, d, 1, wk, d, G, hp_t, G);  // b_hh + h_{t-1} W_hh
+        gru_step_forward<T>(table, row + now, hp_t, h_prev, rzp + now * 2 * d, n_ + now * d,
+                            h + now * d, n, G);
+      }
+    }
   }
 }
 
@@ -206,27 +337,37 @@ std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tens
                                           at::Tensor& d_table) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
   const int64_t d = hs.size(3), G = 3 * d, KB = K * B;
-  at::Tensor w_t = w_hh.transpose(1, 2).contiguous();  // [K, 3d, d]
+  const at::Tensor w_t = w_hh.transpose(1, 2).contiguous();  // [K, 3d, d]
   at::Tensor d_w = at::zeros_like(w_hh);
   at::Tensor d_b = at::zeros({K, G}, hs.options());
-  at::Tensor dhp_t = at::empty({K, B, G}, hs.options());
-  at::Tensor carry = at::empty({K, B, d}, hs.options());
-  at::Tensor dh = grad_hs[S - 1].clone();
-  T* __restrict__ dhp = dhp_t.data_ptr<T>();
-  T* __restrict__ dt = d_table.data_ptr<T>();
-  T* __restrict__ db = d_b.data_ptr<T>();
-  T* __restrict__ cr = carry.data_ptr<T>();
+  at::Tensor dh0 = at::empty_like(h0);
+  std::vector<T> dhp(TILE * G), dh(TILE * d), carry(TILE * d);
   const int64_t* row = rows.data_ptr<int64_t>();
-  for (int64_t t = S - 1; t >= 0; --t) {
-    const at::Tensor h_prev_t = t == 0 ? h0 : hs[t - 1];
-    gru_step_backward<T>(rz[t].data_ptr<T>(), ns[t].data_ptr<T>(), hps[t].data_ptr<T>(),
-                         h_prev_t.data_ptr<T>(),
-                         t == 0 ? nullptr : grad_hs[t - 1].data_ptr<T>(), dh.data_ptr<T>(),
-                         dhp, dt, db, cr, row + t * KB, KB, B, G);
-    d_w.baddbmm_(h_prev_t.transpose(1, 2), dhp_t);
-    at::baddbmm_out(dh, carry, dhp_t, w_t);
+  const T *rzp = rz.data_ptr<T>(), *n_ = ns.data_ptr<T>(), *hp = hps.data_ptr<T>();
+  const T *h = hs.data_ptr<T>(), *gh = grad_hs.data_ptr<T>(), *wt = w_t.data_ptr<T>();
+  const T* h_start = h0.data_ptr<T>();
+  T *dt = d_table.data_ptr<T>(), *dw = d_w.data_ptr<T>(), *db = d_b.data_ptr<T>();
+  T* dh0p = dh0.data_ptr<T>();
+  for (int64_t k = 0; k < K; ++k) {
+    const T* wtk = wt + k * G * d;  // [3d, d]
+    T* dwk = dw + k * d * G;        // [d, 3d]
+    for (int64_t b0 = 0; b0 < B; b0 += TILE) {
+      const int64_t n = std::min(TILE, B - b0), first = k * B + b0;
+      std::memcpy(dh.data(), gh + ((S - 1) * KB + first) * d, n * d * sizeof(T));
+      for (int64_t t = S - 1; t >= 0; --t) {
+        const int64_t now = t * KB + first, before = (t - 1) * KB + first;
+        const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
+        gru_step_backward<T>(rzp + now * 2 * d, n_ + now * d, hp + now * G, h_prev,
+                             t == 0 ? nullptr : gh + before * d, dh.data(), dhp.data(), dt,
+                             db + k * G, carry.data(), row + now, n, G);
+        gemm_acc<T>(d, h_prev, 1, d, dhp.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dhp
+        T* dh_prev = t == 0 ? dh0p + first * d : dh.data();
+        std::memcpy(dh_prev, carry.data(), n * d * sizeof(T));
+        gemm_acc<T>(n, dhp.data(), G, 1, wtk, G, d, dh_prev, d);  // += dhp W_hh^T
+      }
+    }
   }
-  return {d_w, d_b, dh};
+  return {d_w, d_b, dh0};
 }
 
 void check(const at::Tensor& x, const char* name) {
