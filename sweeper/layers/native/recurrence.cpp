@@ -93,17 +93,21 @@ inline void store(T* p, const Vec<T>& v) {
   *reinterpret_cast<Vec<T>*>(p) = v;
 }
 
-// out[r * ldo + c] += sum_{j < n} x[r * xr + j * xj] * w[j * width + c], r < R, c < width.
+// out[r * ldo + c] = start_r[c] + sum_{j < n} x[r * xr + j * xj] * w[j * width + c], for
+// r < R, c < width, where start_r is row r of `start` if given (the LSTM's input projections:
+// table rows), else out's own row (out +=).
 template <typename T, int R>
 void gemm_block(const T* __restrict__ x, int64_t xr, int64_t xj, const T* __restrict__ w,
-                int64_t n, int64_t width, T* __restrict__ out, int64_t ldo) {
+                int64_t n, int64_t width, T* __restrict__ out, int64_t ldo,
+                const T* const* start) {
   constexpr int L = VEC_BYTES / sizeof(T), C = 2 * L;  // two vectors of columns a row
   int64_t c0 = 0;
   for (; c0 + C <= width; c0 += C) {
     Vec<T> acc[R][2];
     for (int r = 0; r < R; ++r) {
-      acc[r][0] = load(out + r * ldo + c0);
-      acc[r][1] = load(out + r * ldo + c0 + L);
+      const T* from = start ? start[r] : out + r * ldo;
+      acc[r][0] = load(from + c0);
+      acc[r][1] = load(from + c0 + L);
     }
     for (int64_t j = 0; j < n; ++j) {
       const Vec<T> w0 = load(w + j * width + c0), w1 = load(w + j * width + c0 + L);
@@ -120,21 +124,25 @@ void gemm_block(const T* __restrict__ x, int64_t xr, int64_t xj, const T* __rest
   }
   for (; c0 < width; ++c0) {  // columns left over when width is not a multiple of C
     for (int r = 0; r < R; ++r) {
-      T s = out[r * ldo + c0];
+      T s = start ? start[r][c0] : out[r * ldo + c0];
       for (int64_t j = 0; j < n; ++j) s += x[r * xr + j * xj] * w[j * width + c0];
       out[r * ldo + c0] = s;
     }
   }
 }
 
-// out [rows, width] += x [rows, n] w [n, width]; x's element (r, j) is x[r * xr + j * xj].
+// out [rows, width] (+)= x [rows, n] w [n, width]; x's element (r, j) is x[r * xr + j * xj];
+// `start` (optional): a pointer per row to what the row starts from instead of out's own row.
 template <typename T>
 void gemm_acc(int64_t rows, const T* x, int64_t xr, int64_t xj, const T* w, int64_t n,
-              int64_t width, T* out, int64_t ldo) {
+              int64_t width, T* out, int64_t ldo, const T* const* start = nullptr) {
   int64_t r = 0;
   for (; r + ROW_BLOCK <= rows; r += ROW_BLOCK)
-    gemm_block<T, ROW_BLOCK>(x + r * xr, xr, xj, w, n, width, out + r * ldo, ldo);
-  for (; r < rows; ++r) gemm_block<T, 1>(x + r * xr, xr, xj, w, n, width, out + r * ldo, ldo);
+    gemm_block<T, ROW_BLOCK>(x + r * xr, xr, xj, w, n, width, out + r * ldo, ldo,
+                             start ? start + r : nullptr);
+  for (; r < rows; ++r)
+    gemm_block<T, 1>(x + r * xr, xr, xj, w, n, width, out + r * ldo, ldo,
+                     start ? start + r : nullptr);
 }
 
 // Sequences are independent and so are the models: the loops run model by model and tile by
@@ -176,6 +184,7 @@ void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const a
   const T *h_start = h0.data_ptr<T>(), *c2_start = c2_start_t.data_ptr<T>();
   T *a = acts.data_ptr<T>(), *c2 = c2s.data_ptr<T>(), *tc = tcs.data_ptr<T>();
   T* h = hs.data_ptr<T>();
+  const T* inputs[TILE];
   for (int64_t k = 0; k < K; ++k) {
     const T* wk = w + k * d * G;  // [d, G d]
     for (int64_t b0 = 0; b0 < B; b0 += TILE) {
@@ -183,11 +192,9 @@ void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const a
       for (int64_t t = 0; t < S; ++t) {
         const int64_t now = t * KB + first, before = (t - 1) * KB + first;
         T* at_ = a + now * G;
-        const int64_t* rt = row + now;
-        for (int64_t r = 0; r < n; ++r)
-          std::memcpy(at_ + r * G, table + rt[r] * G, G * sizeof(T));  // x W_ih + b
+        for (int64_t r = 0; r < n; ++r) inputs[r] = table + row[now + r] * G;  // x W_ih + b
         const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
-        gemm_acc<T>(n, h_prev, d, 1, wk, d, G, at_, G);  // += h_{t-1} W_hh
+        gemm_acc<T>(n, h_prev, d, 1, wk, d, G, at_, G, inputs);  // x W_ih + b + h_{t-1} W_hh
         lstm_cell_forward<T>(at_, t == 0 ? c2_start + first * d : c2 + before * d,
                              c2 + now * d, tc + now * d, h + now * d, n, G);
       }
@@ -312,16 +319,17 @@ void gru_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const at
   const T* h_start = h0.data_ptr<T>();
   T *hp = hps.data_ptr<T>(), *rzp = rz.data_ptr<T>(), *n_ = ns.data_ptr<T>();
   T* h = hs.data_ptr<T>();
+  const T* biases[TILE];
   for (int64_t k = 0; k < K; ++k) {
     const T* wk = w + k * d * G;  // [d, G d]
+    std::fill(biases, biases + TILE, bias + k * G);
     for (int64_t b0 = 0; b0 < B; b0 += TILE) {
       const int64_t n = std::min(TILE, B - b0), first = k * B + b0;
       for (int64_t t = 0; t < S; ++t) {
         const int64_t now = t * KB + first, before = (t - 1) * KB + first;
         T* hp_t = hp + now * G;
-        for (int64_t r = 0; r < n; ++r) std::memcpy(hp_t + r * G, bias + k * G, G * sizeof(T));
         const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
-        gemm_acc<T>(n, h_prev, d, 1, wk, d, G, hp_t, G);  // b_hh + h_{t-1} W_hh
+        gemm_acc<T>(n, h_prev, d, 1, wk, d, G, hp_t, G, biases);  // b_hh + h_{t-1} W_hh
         gru_step_forward<T>(table, row + now, hp_t, h_prev, rzp + now * 2 * d, n_ + now * d,
                             h + now * d, n, G);
       }
