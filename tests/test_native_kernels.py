@@ -108,3 +108,31 @@ def test_sweeper_native_0_selects_the_reference_path(monkeypatch):
     monkeypatch.setenv("SWEEPER_NATIVE", "0")
     assert native.ops() is None
     assert R._loops(reference=False)[0] is R._lstm_forward
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_fused_recurrences_give_the_same_bits_on_one_thread_and_on_two(cell):
+    """The models of a pack are spread over torch's threads, each model on one thread, so the
+    result cannot depend on how many there are."""
+    require_native()
+    K, B, S, d, V = 5, 37, 9, 12, 7
+    G = (4 if cell == "lstm" else 3) * d
+    gen = torch.Generator().manual_seed(0)
+    table = torch.randn(K * V, G, dtype=F64, generator=gen).requires_grad_()
+    w = (torch.randn(K, d, G, dtype=F64, generator=gen) / 4).requires_grad_()
+    b = torch.randn(K, G, dtype=F64, generator=gen).requires_grad_()
+    h0 = torch.randn(K, B, d, dtype=F64, generator=gen).requires_grad_()
+    rows = torch.randint(0, V, (S, K, B), generator=gen) + torch.arange(K)[:, None] * V
+    threads = torch.get_num_threads()
+    results = []
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            hs = (R.lstm_rows(table, rows, w, h0, h0 * 0.5)[0] if cell == "lstm"
+                  else R.gru_rows(table, rows, w, b, h0))
+            weights = torch.arange(hs.numel(), dtype=F64).view_as(hs).sin()
+            results.append((hs, *torch.autograd.grad((hs * weights).sum(), [table, w, h0])))
+    finally:
+        torch.set_num_threads(threads)
+    for one, two in zip(*results):
+        assert torch.equal(one, two)

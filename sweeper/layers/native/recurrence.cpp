@@ -184,8 +184,9 @@ void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const a
   const T *h_start = h0.data_ptr<T>(), *c2_start = c2_start_t.data_ptr<T>();
   T *a = acts.data_ptr<T>(), *c2 = c2s.data_ptr<T>(), *tc = tcs.data_ptr<T>();
   T* h = hs.data_ptr<T>();
+  at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
   const T* inputs[TILE];
-  for (int64_t k = 0; k < K; ++k) {
+  for (int64_t k = k_begin; k < k_end; ++k) {
     const T* wk = w + k * d * G;  // [d, G d]
     for (int64_t b0 = 0; b0 < B; b0 += TILE) {
       const int64_t n = std::min(TILE, B - b0), first = k * B + b0;  // rows first..first+n
@@ -200,6 +201,7 @@ void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const a
       }
     }
   }
+  });
 }
 
 template <typename T>
@@ -216,14 +218,15 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
   at::Tensor dh0 = at::empty_like(h0);
   at::Tensor dc = dc_in.clone();
   const at::Tensor c2_start_t = c0 * 2;
-  std::vector<T> dg(TILE * G), dh(TILE * d);
   const int64_t* row = rows.data_ptr<int64_t>();
   const T *a = acts.data_ptr<T>(), *c2 = c2s.data_ptr<T>(), *tc = tcs.data_ptr<T>();
   const T *h = hs.data_ptr<T>(), *gh = grad_hs.data_ptr<T>(), *wt = w_t.data_ptr<T>();
   const T *h_start = h0.data_ptr<T>(), *c2_start = c2_start_t.data_ptr<T>();
   T *dt = d_table.data_ptr<T>(), *dw = d_w.data_ptr<T>(), *dcp = dc.data_ptr<T>();
   T* dh0p = dh0.data_ptr<T>();
-  for (int64_t k = 0; k < K; ++k) {
+  at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
+  std::vector<T> dg(TILE * G), dh(TILE * d);
+  for (int64_t k = k_begin; k < k_end; ++k) {
     const T* wtk = wt + k * G * d;  // [G d, d]
     T* dwk = dw + k * d * G;        // [d, G d]
     for (int64_t b0 = 0; b0 < B; b0 += TILE) {
@@ -246,6 +249,7 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
       }
     }
   }
+  });
   return {d_w, dh0, dc};
 }
 
@@ -319,8 +323,9 @@ void gru_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const at
   const T* h_start = h0.data_ptr<T>();
   T *hp = hps.data_ptr<T>(), *rzp = rz.data_ptr<T>(), *n_ = ns.data_ptr<T>();
   T* h = hs.data_ptr<T>();
+  at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
   const T* biases[TILE];
-  for (int64_t k = 0; k < K; ++k) {
+  for (int64_t k = k_begin; k < k_end; ++k) {
     const T* wk = w + k * d * G;  // [d, G d]
     std::fill(biases, biases + TILE, bias + k * G);
     for (int64_t b0 = 0; b0 < B; b0 += TILE) {
@@ -335,6 +340,7 @@ void gru_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const at
       }
     }
   }
+  });
 }
 
 template <typename T>
@@ -349,14 +355,15 @@ std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tens
   at::Tensor d_w = at::zeros_like(w_hh);
   at::Tensor d_b = at::zeros({K, G}, hs.options());
   at::Tensor dh0 = at::empty_like(h0);
-  std::vector<T> dhp(TILE * G), dh(TILE * d), carry(TILE * d);
   const int64_t* row = rows.data_ptr<int64_t>();
   const T *rzp = rz.data_ptr<T>(), *n_ = ns.data_ptr<T>(), *hp = hps.data_ptr<T>();
   const T *h = hs.data_ptr<T>(), *gh = grad_hs.data_ptr<T>(), *wt = w_t.data_ptr<T>();
   const T* h_start = h0.data_ptr<T>();
   T *dt = d_table.data_ptr<T>(), *dw = d_w.data_ptr<T>(), *db = d_b.data_ptr<T>();
   T* dh0p = dh0.data_ptr<T>();
-  for (int64_t k = 0; k < K; ++k) {
+  at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
+  std::vector<T> dhp(TILE * G), dh(TILE * d), carry(TILE * d);
+  for (int64_t k = k_begin; k < k_end; ++k) {
     const T* wtk = wt + k * G * d;  // [3d, d]
     T* dwk = dw + k * d * G;        // [d, 3d]
     for (int64_t b0 = 0; b0 < B; b0 += TILE) {
@@ -375,6 +382,7 @@ std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tens
       }
     }
   }
+  });
   return {d_w, d_b, dh0};
 }
 
