@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             row = compare(w, K, steps, args.repeat)
             ratio = row["reference"] / row["fast"]
             share = row["flops"] / row["fast"] / 1e9 / peak * 100
+            os.environ["SWEEPER_NATIVE"] = "1"  # the anchor times the fast path (compare()
+            # leaves the environment on whichever path it timed last)
             vs_jax = (jax_anchor.anchor(w.specs(K, steps), steps, args.repeat)["jax/fast"]
                       if with_jax else None)
             jax_cell = f"{vs_jax:>9.2f}" if vs_jax is not None else f"{'n/a':>9}"
