@@ -1,8 +1,9 @@
 """LSTM and GRU recurrences for K packed models, with hand-written backward passes.
 
-Two implementations of the same loops: the fused native ones (sweeper/layers/native, C++, one
-matmul and one elementwise pass per step; built on first use) and the TorchScript ones below,
-the reference path, used where the native ones cannot be built or with SWEEPER_NATIVE=0.
+Two implementations of the same loops: the fused native ones (sweeper/layers/native, C++: each
+step of a tile of sequences one pass, the W_hh product accumulated in registers into the gates
+and the cell applied while they are in cache; built on first use) and the TorchScript ones
+below, the reference path, used where the native ones cannot be built or with SWEEPER_NATIVE=0.
 
     states, c_last = lstm_rows(table, rows, w_hh, h0, c0)  # input (t, k, b): table[rows[t, k, b]]
     states = gru_rows(table, rows, w_hh, b_hh, h0)

@@ -3,9 +3,10 @@
     ops = native.ops()   # the compiled module, or None (a one-line notice, once)
 
 `recurrence.cpp` fuses each time step of the LSTM and GRU (forward and backward) into one
-matmul and one elementwise pass; `sweeper.layers.recurrence` keeps the TorchScript loops as the
-reference path and uses them wherever this returns None: no C++ compiler, no `ninja`, a failed
-build, or `SWEEPER_NATIVE=0` in the environment (the way to compare the two paths).
+pass per tile of sequences (the W_hh product in registers, the cell on the gates in cache);
+`sweeper.layers.recurrence` keeps the TorchScript loops as the reference path and uses them
+wherever this returns None: no C++ compiler, no `ninja`, a failed build, or `SWEEPER_NATIVE=0`
+in the environment (the way to compare the two paths).
 
 The build goes through torch.utils.cpp_extension into its cache (TORCH_EXTENSIONS_DIR, by
 default ~/.cache/torch_extensions), once per machine and torch version: 30-90 s on 2 cores, then

@@ -1,13 +1,16 @@
-// Fused LSTM and GRU recurrences for K packed models: one matmul and one elementwise pass per
-// time step, forward and backward. The formulas, buffers and scaling are those of the
-// reference path in sweeper/layers/recurrence.py (TorchScript loops of ~10 torch ops a step),
-// which documents them; tests/test_native_kernels.py checks the two against each other in
-// float64. Shapes: rows [S, K, B] (the input of step t, model k, sequence b is table[rows]),
-// table [R, G d], w [K, d, G d], states [K, B, d], per-step buffers [S, K, B, ...].
+// Fused LSTM and GRU recurrences for K packed models, forward and backward. The formulas,
+// buffers and scaling are those of the reference path in sweeper/layers/recurrence.py
+// (TorchScript loops of ~10 torch ops a step), which documents them;
+// tests/test_native_kernels.py checks the two against each other in float64. Shapes: rows
+// [S, K, B] (the input of step t, model k, sequence b is table[rows]), table [R, G d],
+// w [K, d, G d], states [K, B, d], per-step buffers [S, K, B, ...].
 //
-// Each elementwise pass reads and writes one step's slab once ([K, B, G d]); the table
-// gradient is scattered in the same pass. tanh is 2 sigmoid(2x) - 1 with the factor 2 folded
-// into the weights by the caller, so every activation is one sigmoid.
+// Each step of a tile of sequences is one pass: the product with W_hh accumulated in
+// registers (gemm_block) straight into the gates, then the elementwise cell on them while they
+// are in L1; backward, the gate gradients, the table's gradient (scattered in the same pass),
+// dW_hh and dh_{t-1} likewise. A model's tiles run through all their time steps one after the
+// other, models in parallel over torch's threads. tanh is 2 sigmoid(2x) - 1 with the factor 2
+// folded into the weights by the caller, so every activation is one sigmoid.
 #include <torch/extension.h>
 
 #include <algorithm>
@@ -148,8 +151,20 @@ void gemm_acc(int64_t rows, const T* x, int64_t xr, int64_t xj, const T* w, int6
 // Sequences are independent and so are the models: the loops run model by model and tile by
 // tile of TILE sequences, each tile through all its time steps, so that a tile's state, its
 // model's weights and the step's gates stay in L1/L2 from one step to the next; each saved
-// buffer is written once.
+// buffer is written once. Models are spread over torch's threads, each model on one thread (its
+// tiles share its weight gradient and its rows of the table's gradient), so the result does
+// not depend on the number of threads.
 constexpr int64_t TILE = 32;
+
+// body(k, first, n) for each tile: model k's sequences first - k B .. first - k B + n - 1, which
+// are rows first .. first + n - 1 of a [K B] slab.
+template <typename Body>
+void for_each_tile(int64_t K, int64_t B, const Body& body) {
+  at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
+    for (int64_t k = k_begin; k < k_end; ++k)
+      for (int64_t b0 = 0; b0 < B; b0 += TILE) body(k, k * B + b0, std::min(TILE, B - b0));
+  });
+}
 
 // The LSTM cell on n rows whose gate pre-activations (x W_ih + b + h W_hh) are in a [n, G].
 template <typename T>
@@ -184,23 +199,18 @@ void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const a
   const T *h_start = h0.data_ptr<T>(), *c2_start = c2_start_t.data_ptr<T>();
   T *a = acts.data_ptr<T>(), *c2 = c2s.data_ptr<T>(), *tc = tcs.data_ptr<T>();
   T* h = hs.data_ptr<T>();
-  at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
-  const T* inputs[TILE];
-  for (int64_t k = k_begin; k < k_end; ++k) {
+  for_each_tile(K, B, [&](int64_t k, int64_t first, int64_t n) {
     const T* wk = w + k * d * G;  // [d, G d]
-    for (int64_t b0 = 0; b0 < B; b0 += TILE) {
-      const int64_t n = std::min(TILE, B - b0), first = k * B + b0;  // rows first..first+n
-      for (int64_t t = 0; t < S; ++t) {
-        const int64_t now = t * KB + first, before = (t - 1) * KB + first;
-        T* at_ = a + now * G;
-        for (int64_t r = 0; r < n; ++r) inputs[r] = table + row[now + r] * G;  // x W_ih + b
-        const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
-        gemm_acc<T>(n, h_prev, d, 1, wk, d, G, at_, G, inputs);  // x W_ih + b + h_{t-1} W_hh
-        lstm_cell_forward<T>(at_, t == 0 ? c2_start + first * d : c2 + before * d,
-                             c2 + now * d, tc + now * d, h + now * d, n, G);
-      }
+    const T* inputs[TILE];
+    for (int64_t t = 0; t < S; ++t) {
+      const int64_t now = t * KB + first, before = (t - 1) * KB + first;
+      T* at_ = a + now * G;
+      for (int64_t r = 0; r < n; ++r) inputs[r] = table + row[now + r] * G;  // x W_ih + b
+      const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
+      gemm_acc<T>(n, h_prev, d, 1, wk, d, G, at_, G, inputs);  // x W_ih + b + h_{t-1} W_hh
+      lstm_cell_forward<T>(at_, t == 0 ? c2_start + first * d : c2 + before * d,
+                           c2 + now * d, tc + now * d, h + now * d, n, G);
     }
-  }
   });
 }
 
@@ -224,31 +234,26 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
   const T *h_start = h0.data_ptr<T>(), *c2_start = c2_start_t.data_ptr<T>();
   T *dt = d_table.data_ptr<T>(), *dw = d_w.data_ptr<T>(), *dcp = dc.data_ptr<T>();
   T* dh0p = dh0.data_ptr<T>();
-  at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
-  std::vector<T> dg(TILE * G), dh(TILE * d);
-  for (int64_t k = k_begin; k < k_end; ++k) {
+  for_each_tile(K, B, [&](int64_t k, int64_t first, int64_t n) {
     const T* wtk = wt + k * G * d;  // [G d, d]
     T* dwk = dw + k * d * G;        // [d, G d]
-    for (int64_t b0 = 0; b0 < B; b0 += TILE) {
-      const int64_t n = std::min(TILE, B - b0), first = k * B + b0;
-      std::memcpy(dh.data(), gh + ((S - 1) * KB + first) * d, n * d * sizeof(T));
-      for (int64_t t = S - 1; t >= 0; --t) {
-        const int64_t now = t * KB + first, before = (t - 1) * KB + first;
-        lstm_step_backward<T>(a + now * G, tc + now * d,
-                              t == 0 ? c2_start + first * d : c2 + before * d, dh.data(),
-                              dcp + first * d, dg.data(), dt, row + now, n, G);
-        const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
-        gemm_acc<T>(d, h_prev, 1, d, dg.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dg
-        T* dh_prev = t == 0 ? dh0p + first * d : dh.data();
-        if (t == 0) {
-          std::memset(dh_prev, 0, n * d * sizeof(T));
-        } else {
-          std::memcpy(dh_prev, gh + before * d, n * d * sizeof(T));
-        }
-        gemm_acc<T>(n, dg.data(), G, 1, wtk, G, d, dh_prev, d);  // += dg W_hh^T
+    std::vector<T> dg(n * G), dh(n * d);
+    std::memcpy(dh.data(), gh + ((S - 1) * KB + first) * d, n * d * sizeof(T));
+    for (int64_t t = S - 1; t >= 0; --t) {
+      const int64_t now = t * KB + first, before = (t - 1) * KB + first;
+      lstm_step_backward<T>(a + now * G, tc + now * d,
+                            t == 0 ? c2_start + first * d : c2 + before * d, dh.data(),
+                            dcp + first * d, dg.data(), dt, row + now, n, G);
+      const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
+      gemm_acc<T>(d, h_prev, 1, d, dg.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dg
+      T* dh_prev = t == 0 ? dh0p + first * d : dh.data();
+      if (t == 0) {
+        std::memset(dh_prev, 0, n * d * sizeof(T));
+      } else {
+        std::memcpy(dh_prev, gh + before * d, n * d * sizeof(T));
       }
+      gemm_acc<T>(n, dg.data(), G, 1, wtk, G, d, dh_prev, d);  // += dg W_hh^T
     }
-  }
   });
   return {d_w, dh0, dc};
 }
@@ -323,23 +328,18 @@ void gru_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const at
   const T* h_start = h0.data_ptr<T>();
   T *hp = hps.data_ptr<T>(), *rzp = rz.data_ptr<T>(), *n_ = ns.data_ptr<T>();
   T* h = hs.data_ptr<T>();
-  at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
-  const T* biases[TILE];
-  for (int64_t k = k_begin; k < k_end; ++k) {
+  for_each_tile(K, B, [&](int64_t k, int64_t first, int64_t n) {
     const T* wk = w + k * d * G;  // [d, G d]
+    const T* biases[TILE];
     std::fill(biases, biases + TILE, bias + k * G);
-    for (int64_t b0 = 0; b0 < B; b0 += TILE) {
-      const int64_t n = std::min(TILE, B - b0), first = k * B + b0;
-      for (int64_t t = 0; t < S; ++t) {
-        const int64_t now = t * KB + first, before = (t - 1) * KB + first;
-        T* hp_t = hp + now * G;
-        const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
-        gemm_acc<T>(n, h_prev, d, 1, wk, d, G, hp_t, G, biases);  // b_hh + h_{t-1} W_hh
-        gru_step_forward<T>(table, row + now, hp_t, h_prev, rzp + now * 2 * d, n_ + now * d,
-                            h + now * d, n, G);
-      }
+    for (int64_t t = 0; t < S; ++t) {
+      const int64_t now = t * KB + first, before = (t - 1) * KB + first;
+      T* hp_t = hp + now * G;
+      const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
+      gemm_acc<T>(n, h_prev, d, 1, wk, d, G, hp_t, G, biases);  // b_hh + h_{t-1} W_hh
+      gru_step_forward<T>(table, row + now, hp_t, h_prev, rzp + now * 2 * d, n_ + now * d,
+                          h + now * d, n, G);
     }
-  }
   });
 }
 
@@ -361,27 +361,22 @@ std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tens
   const T* h_start = h0.data_ptr<T>();
   T *dt = d_table.data_ptr<T>(), *dw = d_w.data_ptr<T>(), *db = d_b.data_ptr<T>();
   T* dh0p = dh0.data_ptr<T>();
-  at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
-  std::vector<T> dhp(TILE * G), dh(TILE * d), carry(TILE * d);
-  for (int64_t k = k_begin; k < k_end; ++k) {
+  for_each_tile(K, B, [&](int64_t k, int64_t first, int64_t n) {
     const T* wtk = wt + k * G * d;  // [3d, d]
     T* dwk = dw + k * d * G;        // [d, 3d]
-    for (int64_t b0 = 0; b0 < B; b0 += TILE) {
-      const int64_t n = std::min(TILE, B - b0), first = k * B + b0;
-      std::memcpy(dh.data(), gh + ((S - 1) * KB + first) * d, n * d * sizeof(T));
-      for (int64_t t = S - 1; t >= 0; --t) {
-        const int64_t now = t * KB + first, before = (t - 1) * KB + first;
-        const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
-        gru_step_backward<T>(rzp + now * 2 * d, n_ + now * d, hp + now * G, h_prev,
-                             t == 0 ? nullptr : gh + before * d, dh.data(), dhp.data(), dt,
-                             db + k * G, carry.data(), row + now, n, G);
-        gemm_acc<T>(d, h_prev, 1, d, dhp.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dhp
-        T* dh_prev = t == 0 ? dh0p + first * d : dh.data();
-        std::memcpy(dh_prev, carry.data(), n * d * sizeof(T));
-        gemm_acc<T>(n, dhp.data(), G, 1, wtk, G, d, dh_prev, d);  // += dhp W_hh^T
-      }
+    std::vector<T> dhp(n * G), dh(n * d), carry(n * d);
+    std::memcpy(dh.data(), gh + ((S - 1) * KB + first) * d, n * d * sizeof(T));
+    for (int64_t t = S - 1; t >= 0; --t) {
+      const int64_t now = t * KB + first, before = (t - 1) * KB + first;
+      const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
+      gru_step_backward<T>(rzp + now * 2 * d, n_ + now * d, hp + now * G, h_prev,
+                           t == 0 ? nullptr : gh + before * d, dh.data(), dhp.data(), dt,
+                           db + k * G, carry.data(), row + now, n, G);
+      gemm_acc<T>(d, h_prev, 1, d, dhp.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dhp
+      T* dh_prev = t == 0 ? dh0p + first * d : dh.data();
+      std::memcpy(dh_prev, carry.data(), n * d * sizeof(T));
+      gemm_acc<T>(n, dhp.data(), G, 1, wtk, G, d, dh_prev, d);  // += dhp W_hh^T
     }
-  }
   });
   return {d_w, d_b, dh0};
 }
