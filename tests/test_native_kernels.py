@@ -136,3 +136,41 @@ def test_fused_recurrences_give_the_same_bits_on_one_thread_and_on_two(cell):
         torch.set_num_threads(threads)
     for one, two in zip(*results):
         assert torch.equal(one, two)
+
+
+def _probe_case(dtype, K=3, H=2, L=7, d=12, B=6, seed=0):
+    """A pack mixing vocabularies (the padding mask), its output on a batch, and targets."""
+    symbols = [L + 4 + k % 3 for k in range(K)]
+    model = Seq2Seq(Seq2SeqConfig(width=d, heads=H), symbols=symbols,
+                    seeds=list(range(seed, seed + K)), dtype=dtype)
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.stack([torch.randint(0, v, (B, L + 1), generator=gen) for v in symbols])
+    dec_in = torch.stack([torch.randint(0, v, (B, L + 1), generator=gen) for v in symbols])
+    target = torch.stack([torch.randint(0, v, (B, L + 1), generator=gen) for v in symbols])
+    with torch.no_grad():
+        out = model(src, dec_in)
+    return model, out, target
+
+
+def test_native_ktiw_probe_gives_the_reference_hits_in_float64():
+    from sweeper import metrics as M
+
+    require_native()
+    for seed in range(4):
+        model, out, target = _probe_case(F64, seed=seed)
+        with torch.no_grad():
+            reference = M.ktiw_probe_hits(model.one_hot_logits(out), target)
+            fast = native.ops().ktiw_hits(*model.one_hot_readout_parts(out), target)
+        assert reference.any() and not reference.all()
+        assert torch.equal(fast, reference)
+
+
+def test_native_ktiw_probe_in_float32_agrees_with_the_reference_but_for_near_ties():
+    from sweeper import metrics as M
+
+    require_native()
+    model, out, target = _probe_case(torch.float32, K=4, H=1, L=16, d=32, B=64)
+    with torch.no_grad():
+        reference = M.ktiw_probe_hits(model.one_hot_logits(out), target)
+        fast = native.ops().ktiw_hits(*model.one_hot_readout_parts(out), target)
+    assert (fast != reference).float().mean().item() < 0.01

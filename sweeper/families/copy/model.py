@@ -258,22 +258,34 @@ class Seq2Seq(nn.Module):
         tensor instead of three: the factor 2 goes into the small weights.
         """
         u = torch.sigmoid(self.readout_preactivation(dec, ctx, scale=2.0))
+        w_out, b_out = self._readout_output()
         bias = (dec.shape[0],) + (1,) * (dec.dim() - 2)  # [K, 1, ..., 1]
+        return linear(u, w_out) + b_out.view(*bias, -1)
+
+    def _readout_output(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The output layer on sigmoid(2 a) (`readout`): 2 W_o [K, d, V] and b_o - 1^T W_o
+        [K, V], with -inf past each model's own symbols when a pack mixes vocabularies."""
         out_bias = self.b_o - self.w_o.sum(dim=1)  # [K, V]
         if self.logit_mask is not None:
             out_bias = out_bias + self.logit_mask
-        return linear(u, self.w_o * 2) + out_bias.view(*bias, -1)
+        return self.w_o * 2, out_bias
 
     def readout_preactivation(self, dec: torch.Tensor, ctx: torch.Tensor,
                               scale: float = 1.0) -> torch.Tensor:
         """scale * (W_c [s; c] + b_c) [K, ..., d]: what the readout's tanh units see
         (broadcasting as `readout`; the scale goes into the small weights). |tanh a| near 1 is
         a saturated unit, which passes almost no gradient."""
+        dec_part, ctx_part = self._preactivation_parts(dec, ctx, scale)
+        return dec_part + ctx_part
+
+    def _preactivation_parts(self, dec: torch.Tensor, ctx: torch.Tensor,
+                             scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """scale (W_c[:d] s + b_c) and scale W_c[d:] c, each over its own leading shape."""
         d = self.cfg.width
         bias = (dec.shape[0],) + (1,) * (dec.dim() - 2)  # [K, 1, ..., 1]
         w_c = self.w_c * scale if scale != 1.0 else self.w_c
-        dec_part = linear(dec, w_c[:, :d]) + (self.b_c * scale).view(*bias, d)
-        return dec_part + linear(ctx, w_c[:, d:])
+        return (linear(dec, w_c[:, :d]) + (self.b_c * scale).view(*bias, d),
+                linear(ctx, w_c[:, d:]))
 
     # -- the model -------------------------------------------------------------------------
     def states(self, src: torch.Tensor, dec_in: torch.Tensor) -> tuple:
@@ -304,6 +316,18 @@ class Seq2Seq(nn.Module):
         context is (mean_h W_v^h) h_l + mean_h b_v^h. This is the KTIW probe's view of what each
         input word translates to.
         """
-        w_v = self.w_v.mean(dim=1)  # [K, d, d]
-        ctx = linear(out.enc_states, w_v) + self._value_bias()[:, None, None]  # [K, B, S, d]
+        ctx = self._one_hot_context(out)  # [K, B, S, d]
         return self.readout(out.dec_states[:, :, :, None, :], ctx[:, :, None, :, :])
+
+    def one_hot_readout_parts(self, out: Seq2SeqOutput) -> tuple[torch.Tensor, ...]:
+        """`one_hot_logits` in pieces: p [K, B, T, d], q [K, B, S, d], W [K, d, V], b [K, V]
+        with logits[:, :, t, l] = sigmoid(p_t + q_l) W + b, for a kernel that reads the probe
+        without building the [K, B, T, S, V] logits (sweeper.layers.native's ktiw_hits)."""
+        dec_part, ctx_part = self._preactivation_parts(out.dec_states, self._one_hot_context(out),
+                                                       scale=2.0)
+        return (dec_part, ctx_part, *self._readout_output())
+
+    def _one_hot_context(self, out: Seq2SeqOutput) -> torch.Tensor:
+        """[K, B, S, d]: the averaged context with attention one-hot on each source position."""
+        w_v = self.w_v.mean(dim=1)  # [K, d, d]
+        return linear(out.enc_states, w_v) + self._value_bias()[:, None, None]

@@ -27,8 +27,8 @@ from pathlib import Path
 from types import ModuleType
 
 FOLDER = Path(__file__).parent
-SOURCES = [FOLDER / name for name in ("bindings.cpp", "recurrence.cpp")]
-HEADERS = [FOLDER / "fast_math.h"]
+SOURCES = [FOLDER / name for name in ("bindings.cpp", "recurrence.cpp", "probes.cpp")]
+HEADERS = [FOLDER / name for name in ("fast_math.h", "small_gemm.h")]
 STALE_LOCK_S = 15 * 60  # longer than any build: a lock this old belongs to a killed build
 
 _ops: ModuleType | None = None

@@ -1,4 +1,5 @@
-// The Python module of the native kernels: the fused recurrences (recurrence.cpp).
+// The Python module of the native kernels: the fused recurrences (recurrence.cpp) and the
+// copy family's KTIW probe (probes.cpp).
 #include <torch/extension.h>
 
 #include <vector>
@@ -14,10 +15,13 @@ void gru_forward(at::Tensor table2, at::Tensor rows, at::Tensor w2, at::Tensor b
 std::vector<at::Tensor> gru_backward(at::Tensor rows, at::Tensor w_hh, at::Tensor h0,
                                      at::Tensor rz, at::Tensor ns, at::Tensor hps, at::Tensor hs,
                                      at::Tensor grad_hs, at::Tensor d_table);
+at::Tensor ktiw_hits(at::Tensor dec_part, at::Tensor ctx_part, at::Tensor w_out, at::Tensor b_out,
+                     at::Tensor target);
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("lstm_forward", &lstm_forward, "fused LSTM forward (writes the buffers)");
   m.def("lstm_backward", &lstm_backward, "fused LSTM backward -> d_w, dh0, dc0");
   m.def("gru_forward", &gru_forward, "fused GRU forward (writes the buffers)");
+  m.def("ktiw_hits", &ktiw_hits, "KTIW probe hits [K, B, T] (probes.cpp)");
   m.def("gru_backward", &gru_backward, "fused GRU backward -> d_w, d_b, dh0");
 }
