@@ -25,15 +25,16 @@ from sweeper.layers import recurrence as R
 F64 = torch.float64
 
 
-def _model_grads(cfg: dict, K: int, L: int, reference: bool, dtype=F64, seed: int = 0):
+def _model_grads(cfg: dict, K: int, L: int, reference: bool, dtype=F64, seed: int = 0,
+                 B: int = 5):
     """Logits and every parameter's gradient of a pack of K seq2seq models on one batch, on
     the native kernels or (SWEEPER_NATIVE=0) the reference path."""
     V = L + 4
     model = Seq2Seq(Seq2SeqConfig(**cfg), symbols=V, seeds=list(range(seed, seed + K)),
                     dtype=dtype)
     gen = torch.Generator().manual_seed(seed)
-    src = torch.randint(0, V, (K, 5, L + 1), generator=gen)
-    dec_in = torch.randint(0, V, (K, 5, L + 1), generator=gen)
+    src = torch.randint(0, V, (K, B, L + 1), generator=gen)
+    dec_in = torch.randint(0, V, (K, B, L + 1), generator=gen)
     previous = os.environ.get("SWEEPER_NATIVE")
     os.environ["SWEEPER_NATIVE"] = "0" if reference else "1"
     try:
@@ -50,12 +51,14 @@ def _model_grads(cfg: dict, K: int, L: int, reference: bool, dtype=F64, seed: in
 
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
-@pytest.mark.parametrize("K,H,L,d", [(1, 1, 4, 8), (3, 2, 7, 16), (4, 4, 16, 32), (2, 8, 5, 12)])
-def test_fused_equals_reference_in_float64_forward_and_gradients(cell, K, H, L, d):
+@pytest.mark.parametrize("K,H,L,d,B", [(1, 1, 4, 8, 5), (3, 2, 7, 16, 5), (4, 4, 16, 32, 5),
+                                       (2, 8, 5, 12, 5), (2, 1, 6, 8, 70)])
+def test_fused_equals_reference_in_float64_forward_and_gradients(cell, K, H, L, d, B):
+    """B = 70: three tiles of sequences a model, the last one partial."""
     require_native()
     cfg = {"width": d, "heads": H, "cell": cell}
-    fused_logits, fused = _model_grads(cfg, K, L, reference=False)
-    ref_logits, ref = _model_grads(cfg, K, L, reference=True)
+    fused_logits, fused = _model_grads(cfg, K, L, reference=False, B=B)
+    ref_logits, ref = _model_grads(cfg, K, L, reference=True, B=B)
     torch.testing.assert_close(fused_logits, ref_logits, rtol=1e-12, atol=1e-12)
     assert fused.keys() == ref.keys()
     for name in ref:
@@ -156,8 +159,8 @@ def test_native_ktiw_probe_gives_the_reference_hits_in_float64():
     from sweeper import metrics as M
 
     require_native()
-    for seed in range(4):
-        model, out, target = _probe_case(F64, seed=seed)
+    for seed, L in [(0, 7), (1, 9), (2, 7), (3, 12)]:  # S = 8, 10, 13: padded positions too
+        model, out, target = _probe_case(F64, L=L, seed=seed)
         with torch.no_grad():
             reference = M.ktiw_probe_hits(model.one_hot_logits(out), target)
             fast = native.ops().ktiw_hits(*model.one_hot_readout_parts(out), target)
@@ -174,3 +177,16 @@ def test_native_ktiw_probe_in_float32_agrees_with_the_reference_but_for_near_tie
         reference = M.ktiw_probe_hits(model.one_hot_logits(out), target)
         fast = native.ops().ktiw_hits(*model.one_hot_readout_parts(out), target)
     assert (fast != reference).float().mean().item() < 0.01
+
+
+def test_native_ktiw_probe_follows_torch_on_ties_and_refuses_targets_out_of_range():
+    """Equal log-odds at every position: torch.argmax takes the first, so only t = 0 hits."""
+    require_native()
+    K, B, T, S, d, V = 1, 2, 3, 4, 2, 5
+    p, q = torch.zeros(K, B, T, d, dtype=F64), torch.zeros(K, B, S, d, dtype=F64)
+    w, b = torch.zeros(K, d, V, dtype=F64), torch.zeros(K, V, dtype=F64)
+    target = torch.zeros(K, B, T, dtype=torch.long)
+    hits = native.ops().ktiw_hits(p, q, w, b, target)
+    assert hits.tolist() == [[[True, False, False]] * B]
+    with pytest.raises(RuntimeError, match=r"\[0, V\)"):
+        native.ops().ktiw_hits(p, q, w, b, target + V)

@@ -226,14 +226,17 @@ def lstm_rows(table: torch.Tensor, rows: torch.Tensor, w_hh: torch.Tensor, h0: t
               c0: torch.Tensor, reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """table [R, 4d] (input projections incl. b_ih + b_hh), rows [S, K, B] long, w_hh
     [K, d, 4d], h0, c0 [K, B, d] -> states [S, K, B, d] and the last cell state [K, B, d].
-    `reference`: the TorchScript loops even where the native ones are built."""
+    Different models must read different rows of the table (the native backward accumulates
+    each model's table gradient on its own thread). `reference`: the TorchScript loops even
+    where the native ones are built."""
     return _LSTM.apply(table, rows, w_hh, h0, c0, reference)
 
 
 def gru_rows(table: torch.Tensor, rows: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor,
              h0: torch.Tensor, reference: bool = False) -> torch.Tensor:
     """table [R, 3d] (input projections incl. b_ih), rows [S, K, B] long, w_hh [K, d, 3d],
-    b_hh [K, 3d], h0 [K, B, d] -> states [S, K, B, d]."""
+    b_hh [K, 3d], h0 [K, B, d] -> states [S, K, B, d]. Different models must read different
+    rows of the table (as `lstm_rows`)."""
     return _GRU.apply(table, rows, w_hh, b_hh, h0, reference)
 
 

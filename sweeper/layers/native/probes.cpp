@@ -31,7 +31,7 @@ using sweeper_native::sigmoid;
 template <typename T>
 void log_odds(T* __restrict__ zt, int64_t V, int64_t Sp, int64_t y, T* __restrict__ m,
               T* __restrict__ sum, T* __restrict__ out) {
-  T* __restrict__ target = zt + y * Sp;
+  T* target = zt + y * Sp;  // not restrict: the loops below read this row again as z
   std::copy(target, target + Sp, out);
   std::fill(target, target + Sp, -std::numeric_limits<T>::infinity());
   std::fill(m, m + Sp, -std::numeric_limits<T>::infinity());
@@ -107,6 +107,18 @@ at::Tensor ktiw_hits(at::Tensor dec_part, at::Tensor ctx_part, at::Tensor w_out,
                      at::Tensor target) {
   dec_part = dec_part.contiguous(), ctx_part = ctx_part.contiguous();
   w_out = w_out.contiguous(), b_out = b_out.contiguous(), target = target.contiguous();
+  const int64_t K = dec_part.size(0), B = dec_part.size(1), T = dec_part.size(2);
+  const int64_t d = dec_part.size(3), V = w_out.size(2);
+  TORCH_CHECK(dec_part.dim() == 4 && ctx_part.dim() == 4 && ctx_part.size(0) == K &&
+                  ctx_part.size(1) == B && ctx_part.size(3) == d && w_out.size(0) == K &&
+                  w_out.size(1) == d && b_out.size(0) == K && b_out.size(1) == V &&
+                  target.sizes() == at::IntArrayRef({K, B, T}) &&
+                  target.scalar_type() == at::kLong,
+              "ktiw_hits: p [K, B, T, d], q [K, B, S, d], W [K, d, V], b [K, V], target "
+              "[K, B, T] (int64)");
+  TORCH_CHECK(target.numel() == 0 ||
+                  (target.min().item<int64_t>() >= 0 && target.max().item<int64_t>() < V),
+              "ktiw_hits: targets must lie in [0, V)");
   at::Tensor hits = at::empty(target.sizes(), target.options().dtype(at::kBool));
   AT_DISPATCH_FLOATING_TYPES(dec_part.scalar_type(), "ktiw_hits", [&] {
     ktiw_hits_impl<scalar_t>(dec_part, ctx_part, w_out, b_out, target, hits);
