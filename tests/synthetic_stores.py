@@ -423,3 +423,9 @@ def compact_sweep(folder: str | os.PathLike, row_groups: int | None = None) -> N
     """
     path = Path(folder)
     Store.open(str(path.parent)).compact(path.name, row_groups=row_groups)
+
+
+def write_four_pack_sweep(root: str | os.PathLike, sweep: str = "copy") -> Path:
+    """A small copy sweep for the file-fault tests: 4 cells of 2 seeds, 4 packs of 2 trials."""
+    return write_copy_sweep(root, sweep, cooccurrence=(0.0, 0.5), hardness=(0.0, 1.0),
+                            heads=(1,), seeds=2, steps=20, pack_size=2)

@@ -31,8 +31,7 @@ BY_SWEEPER = {b"sweeper.schema_version": b"2"}
 def stored(tmp_path_factory) -> Path:
     """A synthetic copy sweep of 4 packs of 2 trials (no training)."""
     root = tmp_path_factory.mktemp("foreign")
-    synthetic.write_copy_sweep(root, SWEEP, cooccurrence=(0.0, 0.5), hardness=(0.0, 1.0),
-                               heads=(1,), seeds=2, steps=20, pack_size=2)
+    synthetic.write_four_pack_sweep(root, SWEEP)
     return root
 
 

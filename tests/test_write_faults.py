@@ -43,8 +43,7 @@ READ_ONLY = OSError(errno.EROFS, os.strerror(errno.EROFS))
 def stored(tmp_path_factory) -> Path:
     """A synthetic copy sweep of 4 packs (no training)."""
     root = tmp_path_factory.mktemp("faults")
-    synthetic.write_copy_sweep(root, SWEEP, cooccurrence=(0.0, 0.5), hardness=(0.0, 1.0),
-                               heads=(1,), seeds=2, steps=20, pack_size=2)
+    synthetic.write_four_pack_sweep(root, SWEEP)
     return root
 
 
