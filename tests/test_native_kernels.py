@@ -190,3 +190,96 @@ def test_native_ktiw_probe_follows_torch_on_ties_and_refuses_targets_out_of_rang
     assert hits.tolist() == [[[True, False, False]] * B]
     with pytest.raises(RuntimeError, match=r"\[0, V\)"):
         native.ops().ktiw_hits(p, q, w, b, target + V)
+
+
+@pytest.mark.parametrize("N,R,S,d", [(3, 17, 17, 32), (5, 68, 17, 32), (2, 7, 5, 12),
+                                     (4, 3, 9, 8)])
+def test_native_attention_equals_the_reference_in_float64_with_time_major_keys(N, R, S, d):
+    """Scores, softmax and mixture in one pass: values and the gradients of query and keys
+    (through both outputs) as torch's three ops give them; keys a time-major view, as the
+    encoder's states are, and their gradient in that same layout."""
+    from sweeper.layers.attention import attention
+
+    require_native()
+    gen = torch.Generator().manual_seed(N * R + S)
+    query = torch.randn(N, R, d, dtype=F64, generator=gen) * 0.7
+    keys_tm = torch.randn(S, N, d, dtype=F64, generator=gen)
+    w_attn = torch.randn(N, R, S, dtype=F64, generator=gen)
+    w_mixed = torch.randn(N, R, d, dtype=F64, generator=gen)
+    results = []
+    for reference in (False, True):
+        q = query.clone().requires_grad_()
+        k_tm = keys_tm.clone().requires_grad_()
+        attn, mixed = attention(q, k_tm.transpose(0, 1), reference=reference)
+        ((attn * w_attn).sum() + (mixed * w_mixed).sum()).backward()
+        results.append((attn.detach(), mixed.detach(), q.grad, k_tm.grad))
+    for fast, ref, name in zip(results[0], results[1], ("attn", "mixed", "d_query", "d_keys")):
+        torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12, msg=name)
+    assert results[0][3].is_contiguous()  # the time-major gradient, no copy
+
+
+def test_native_attention_refuses_mismatched_shapes_in_one_error():
+    ops = require_native()
+    with pytest.raises(RuntimeError, match="do not match"):
+        ops.attention_forward(torch.zeros(2, 3, 4), torch.zeros(2, 5, 6))
+
+
+@pytest.mark.parametrize("K,M,d,V", [(1, 40, 32, 22), (3, 70, 8, 5), (2, 33, 12, 9)])
+def test_native_readout_loss_equals_the_reference_in_float64_with_masked_classes(K, M, d, V):
+    """The sigmoid readout and its token NLL in one pass: values and the gradients of pre, W
+    and b as the logits' three torch ops give them; the last model's last class masked (-inf
+    bias: a mixed-vocabulary pack) gets probability 0 and no gradient on both paths."""
+    from sweeper.layers.readout import sigmoid_readout_nll
+
+    require_native()
+    gen = torch.Generator().manual_seed(K * M + V)
+    pre = torch.randn(K, M, d, dtype=F64, generator=gen) * 2
+    w = torch.randn(K, d, V, dtype=F64, generator=gen)
+    b = torch.randn(K, V, dtype=F64, generator=gen)
+    b[-1, -1] = -torch.inf
+    target = torch.randint(0, V - 1, (K, M), generator=gen)
+    weight = torch.rand(K, M, dtype=F64, generator=gen)
+    results = []
+    for reference in (False, True):
+        leaves = [t.clone().requires_grad_() for t in (pre, w, b)]
+        nll = sigmoid_readout_nll(*leaves, target, reference=reference)
+        (nll * weight).sum().backward()
+        results.append((nll.detach(), *(t.grad for t in leaves)))
+    for fast, ref, name in zip(results[0], results[1], ("nll", "d_pre", "d_w", "d_b")):
+        torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12, msg=name)
+    assert results[0][3][-1, -1] == 0
+
+
+def test_native_readout_loss_refuses_targets_out_of_range():
+    ops = require_native()
+    K, M, d, V = 1, 4, 3, 5
+    with pytest.raises(RuntimeError, match=r"\[0, V\)"):
+        ops.readout_nll_forward(torch.zeros(K, M, d), torch.zeros(K, d, V), torch.zeros(K, V),
+                                torch.full((K, M), V))
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_the_training_loss_without_logits_equals_the_logits_loss_in_float64(cell):
+    """Seq2Seq.token_nll (the fused readout and loss) against metrics.token_nll of the logits
+    on the reference path: a mixed-vocabulary pack of three models, values and gradients."""
+    from sweeper import metrics as M
+
+    require_native()
+    L, B = 6, 9
+    symbols = [L + 4, L + 2, L + 4]
+    model = Seq2Seq(Seq2SeqConfig(width=12, heads=2, cell=cell), symbols=symbols,
+                    seeds=[3, 4, 5], dtype=F64)
+    gen = torch.Generator().manual_seed(1)
+    src, dec_in, tgt = (torch.stack([torch.randint(0, v, (B, L + 1), generator=gen)
+                                     for v in symbols]) for _ in range(3))
+    fast = model.token_nll(src, dec_in, tgt)
+    fast_grads = torch.autograd.grad(fast.sum(), list(model.parameters()))
+    os.environ["SWEEPER_NATIVE"] = "0"
+    try:
+        ref = M.token_nll(model(src, dec_in).logits, tgt)
+        ref_grads = torch.autograd.grad(ref.sum(), list(model.parameters()))
+    finally:
+        del os.environ["SWEEPER_NATIVE"]
+    torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12)
+    for (name, _), a, b in zip(model.named_parameters(), fast_grads, ref_grads):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=name)

@@ -13,11 +13,14 @@ def lookup(table: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
     return F.embedding(idx + offsets, table.reshape(K * V, d))
 
 
-def linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Per-model x @ w: x [K, ..., i], w [K, i, o] -> [K, ..., o], as one bmm.
+def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-model x @ w (+ bias): x [K, ..., i], w [K, i, o], bias [K, o] -> [K, ..., o], as one
+    bmm (baddbmm with a bias: the bias is the product's starting value, not a pass of its own).
 
     (A broadcasting matmul over the extra dims would expand w per row and make the backward
     pass reduce over that copy: many times slower.)
     """
     K, i = x.shape[0], x.shape[-1]
-    return torch.bmm(x.reshape(K, -1, i), w).view(*x.shape[:-1], w.shape[-1])
+    rows = x.reshape(K, -1, i)
+    out = torch.bmm(rows, w) if bias is None else torch.baddbmm(bias[:, None], rows, w)
+    return out.view(*x.shape[:-1], w.shape[-1])

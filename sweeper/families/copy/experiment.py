@@ -46,8 +46,8 @@ class CopyExperiment:
 
     def train_loss(self) -> torch.Tensor:
         batch = self.sampler.sample(self.batch_size)
-        out = self.model(batch.src, batch.dec_in)
-        return M.token_nll(out.logits, batch.tgt).flatten(1).mean(dim=1)  # [K]
+        nll = self.model.token_nll(batch.src, batch.dec_in, batch.tgt)  # [K, B, T]
+        return nll.flatten(1).mean(dim=1)  # [K]
 
     @torch.no_grad()
     def evaluate(self, probes: bool = True) -> dict[str, torch.Tensor]:

@@ -34,9 +34,11 @@ same values up to rounding:
 - the input projection is applied to the V-row embedding table, not to the B S looked-up rows
   (`_embed_recur`);
 - the recurrence is sweeper.layers.recurrence: a TorchScript loop with a hand-written backward;
-- the heads are laid out next to the decoder steps so that all heads' scores are one bmm
-  (`attend`), and the mean over heads is folded into W_v;
-- tanh is 2 sigmoid(2x) - 1, with the factor 2 folded into the small weights (`readout`).
+- the heads are laid out next to the decoder steps so that all heads' scores are one product
+  per sequence (`attend`: sweeper.layers.attention, one native pass per sequence), and the
+  mean over heads is folded into W_v; biases are the products' starting values (`linear`);
+- tanh is 2 sigmoid(2x) - 1, with the factor 2 folded into the small weights (`readout`);
+- training computes its loss without the logits (`token_nll`: sweeper.layers.readout).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ from torch import nn
 from sweeper.families.copy.config import Seq2SeqConfig
 from sweeper.layers import init as I
 from sweeper.layers import recurrence as R
+from sweeper.layers.attention import attention
+from sweeper.layers.readout import sigmoid_readout_nll
 from sweeper.layers.packed import linear
 from sweeper.seeding import generator
 
@@ -231,15 +235,12 @@ class Seq2Seq(nn.Module):
             ctx = linear(enc.mean(dim=2), self.w_v.sum(dim=1) / H) + self._value_bias()[:, None]
             return attn, ctx[:, :, None].expand(K, B, T, d)
         w_q = self.w_q.transpose(1, 2).reshape(K, d, H * d)  # [K, d, H d]
-        query = linear(dec, w_q)  # [K, B, T, H d]
-        if self.cfg.projection_bias:
-            query = query + self.b_q.reshape(K, 1, 1, H * d)
-        query = query.reshape(K * B, T * H, d)  # rows (t, h)
-        keys = enc.reshape(K * B, S, d)
-        attn = torch.bmm(query, keys.transpose(1, 2)).softmax(dim=-1)  # [K B, T H, S]
-        mixed = torch.bmm(attn, keys).view(K, B, T, H * d)  # [K, B, T, H d]
-        ctx = linear(mixed, self.w_v.reshape(K, H * d, d) / H)  # [K, B, T, d]
-        ctx = ctx + self._value_bias()[:, None, None]
+        b_q = self.b_q.reshape(K, H * d) if self.cfg.projection_bias else None
+        query = linear(dec, w_q, b_q).view(K * B, T * H, d)  # rows (t, h)
+        keys = enc.reshape(K * B, S, d)  # a view (of the encoder's time-major states)
+        attn, mixed = attention(query, keys)  # [K B, T H, S], [K B, T H, d]
+        ctx = linear(mixed.view(K, B, T, H * d), self.w_v.reshape(K, H * d, d) / H,
+                     self._value_bias())  # [K, B, T, d]
         return attn.view(K, B, T, H, S).permute(0, 3, 1, 2, 4), ctx
 
     def _value_bias(self) -> torch.Tensor:
@@ -259,8 +260,7 @@ class Seq2Seq(nn.Module):
         """
         u = torch.sigmoid(self.readout_preactivation(dec, ctx, scale=2.0))
         w_out, b_out = self._readout_output()
-        bias = (dec.shape[0],) + (1,) * (dec.dim() - 2)  # [K, 1, ..., 1]
-        return linear(u, w_out) + b_out.view(*bias, -1)
+        return linear(u, w_out, b_out)
 
     def _readout_output(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The output layer on sigmoid(2 a) (`readout`): 2 W_o [K, d, V] and b_o - 1^T W_o
@@ -282,10 +282,8 @@ class Seq2Seq(nn.Module):
                              scale: float) -> tuple[torch.Tensor, torch.Tensor]:
         """scale (W_c[:d] s + b_c) and scale W_c[d:] c, each over its own leading shape."""
         d = self.cfg.width
-        bias = (dec.shape[0],) + (1,) * (dec.dim() - 2)  # [K, 1, ..., 1]
         w_c = self.w_c * scale if scale != 1.0 else self.w_c
-        return (linear(dec, w_c[:, :d]) + (self.b_c * scale).view(*bias, d),
-                linear(ctx, w_c[:, d:]))
+        return linear(dec, w_c[:, :d], self.b_c * scale), linear(ctx, w_c[:, d:])
 
     # -- the model -------------------------------------------------------------------------
     def states(self, src: torch.Tensor, dec_in: torch.Tensor) -> tuple:
@@ -308,6 +306,20 @@ class Seq2Seq(nn.Module):
                 uniform: bool = False) -> Seq2SeqOutput:
         """src [K, B, S], dec_in [K, B, T] (teacher forcing) -> logits and attention."""
         return self.output(*self.states(src, dec_in), uniform)
+
+    def token_nll(self, src: torch.Tensor, dec_in: torch.Tensor,
+                  target: torch.Tensor) -> torch.Tensor:
+        """The training loss: -log p(target) at every step [K, B, T], without the logits.
+
+        The same values as metrics.token_nll(forward(src, dec_in).logits, target): the readout
+        and the loss are sweeper.layers.readout's one pass (the [K, B, T, V] logits are never
+        written, forward or backward).
+        """
+        enc, dec = self.states(src, dec_in)
+        _, ctx = self.attend(dec, enc)
+        w_out, b_out = self._readout_output()
+        return sigmoid_readout_nll(self.readout_preactivation(dec, ctx, scale=2.0), w_out, b_out,
+                                   target)
 
     def one_hot_logits(self, out: Seq2SeqOutput) -> torch.Tensor:
         """Logits [K, B, T, S, V] at each decoder step t if attention were one-hot on source l.

@@ -4,9 +4,11 @@
 
 `recurrence.cpp` fuses each time step of the LSTM and GRU (forward and backward) into one
 pass per tile of sequences (the W_hh product in registers, the cell on the gates in cache);
-`sweeper.layers.recurrence` keeps the TorchScript loops as the reference path and uses them
-wherever this returns None: no C++ compiler, no `ninja`, a failed build, or `SWEEPER_NATIVE=0`
-in the environment (the way to compare the two paths).
+`attention.cpp` computes a sequence's attention scores, softmax and mixture in one pass;
+`readout.cpp` a sigmoid readout and its token loss; `probes.cpp` the copy family's KTIW probe.
+`sweeper.layers.recurrence`, `.attention` and `.readout` keep torch code as the reference
+paths and use it wherever this returns None: no C++ compiler, no `ninja`, a failed build, or
+`SWEEPER_NATIVE=0` in the environment (the way to compare the two paths).
 
 The build goes through torch.utils.cpp_extension into its cache (TORCH_EXTENSIONS_DIR, by
 default ~/.cache/torch_extensions), once per machine and torch version: 30-90 s on 2 cores, then
@@ -27,7 +29,8 @@ from pathlib import Path
 from types import ModuleType
 
 FOLDER = Path(__file__).parent
-SOURCES = [FOLDER / name for name in ("bindings.cpp", "recurrence.cpp", "probes.cpp")]
+SOURCES = [FOLDER / name for name in ("bindings.cpp", "recurrence.cpp", "attention.cpp",
+                                         "readout.cpp", "probes.cpp")]
 HEADERS = [FOLDER / name for name in ("fast_math.h", "small_gemm.h")]
 STALE_LOCK_S = 15 * 60  # longer than any build: a lock this old belongs to a killed build
 

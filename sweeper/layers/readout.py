@@ -1,0 +1,54 @@
+"""A sigmoid readout and its token loss: -log softmax(sigmoid(pre) W + b)[target], per row.
+
+    nll = sigmoid_readout_nll(pre, w, b, target)  # pre [K, ..., d], w [K, d, V], b [K, V],
+                                                  # target [K, ...] -> nll [K, ...]
+
+The copy family's training loss (its readout W_o tanh(a) + b_o is sigmoid(2 a) (2 W_o) +
+(b_o - 1^T W_o): Seq2Seq.readout). Two implementations of the same function: the native one
+(sweeper/layers/native/readout.cpp: one pass per tile of rows forward and backward, the
+[K, ..., V] logits never written) and the reference below (sigmoid, baddbmm and
+metrics.token_nll, autograd's backward), used where the native kernels are not built, with
+SWEEPER_NATIVE=0, off the CPU, or with `reference=True`. tests/test_native_kernels.py checks
+the two against each other in float64, values and gradients. A bias of -inf (a class a model of
+a mixed-vocabulary pack does not have) gives that class probability 0 on both.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sweeper import metrics as M
+from sweeper.layers import native
+from sweeper.layers.packed import linear
+
+
+def sigmoid_readout_nll_reference(pre: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
+                                  target: torch.Tensor) -> torch.Tensor:
+    """The reference path: the logits [K, ..., V], then their token NLL."""
+    return M.token_nll(linear(torch.sigmoid(pre), w, b), target)
+
+
+class _SigmoidReadoutNLL(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, pre, w, b, target):
+        nll, u, lse = native.ops().readout_nll_forward(pre, w, b, target)
+        ctx.save_for_backward(u, lse, w, b, target)
+        return nll
+
+    @staticmethod
+    def backward(ctx, grad):
+        u, lse, w, b, target = ctx.saved_tensors
+        d_pre, d_w, d_b = native.ops().readout_nll_backward(grad.contiguous(), u, lse, w, b,
+                                                            target)
+        return d_pre, d_w, d_b, None
+
+
+def sigmoid_readout_nll(pre: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
+                        target: torch.Tensor, reference: bool = False) -> torch.Tensor:
+    """-log softmax(sigmoid(pre) W + b)[target] for every row (module docstring)."""
+    if reference or pre.device.type != "cpu" or native.ops() is None:
+        return sigmoid_readout_nll_reference(pre, w, b, target)
+    K, d = pre.shape[0], pre.shape[-1]
+    nll = _SigmoidReadoutNLL.apply(pre.reshape(K, -1, d).contiguous(), w.contiguous(),
+                                   b.contiguous(), target.reshape(K, -1).contiguous())
+    return nll.view(target.shape)
