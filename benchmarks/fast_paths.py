@@ -117,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     native.ops()  # build (or load) before anything is timed
     isa = native.instruction_set()[0] if native.ops() is not None else "none (reference only)"
     peak = matmul_peak()
+    for fast in (True, False):  # warm-up: the first packs of a process run slower (TorchScript
+        timed(workload(1, 2), 1, 2, fast, seed=0)  # profiles its loops first), on both paths
     print(f"# {cpu_name()}, native kernels: {isa}, torch {torch.__version__}, 1 thread; "
           f"matmul peak {peak:.1f} GFLOP/s; {steps} steps measured, median of {args.repeat}; "
           f"pinned to core {core}; JAX anchor: {_jax_version() if with_jax else 'not installed'}")
