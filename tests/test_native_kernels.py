@@ -283,3 +283,58 @@ def test_the_training_loss_without_logits_equals_the_logits_loss_in_float64(cell
     torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12)
     for (name, _), a, b in zip(model.named_parameters(), fast_grads, ref_grads):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_native_readout_loss_in_float32_is_infinite_where_a_logit_is():
+    """A diverged model's loss must stay non-finite: float32's fast exp overflows to +inf as
+    torch's does, so a +inf logit gives an infinite loss and non-finite gradients, not finite
+    numbers near the float maximum."""
+    from sweeper.layers.readout import sigmoid_readout_nll
+
+    require_native()
+    K, M, d, V = 1, 2, 4, 5
+    w, b = torch.ones(K, d, V), torch.zeros(K, V)
+    b[0, 3] = torch.inf
+    results = []
+    for reference in (False, True):
+        pre = torch.zeros(K, M, d, requires_grad=True)
+        nll = sigmoid_readout_nll(pre, w, b, torch.zeros(K, M, dtype=torch.long),
+                                  reference=reference)
+        nll.sum().backward()
+        results.append((nll.detach(), pre.grad))
+    assert torch.isinf(results[0][0]).all() and torch.isinf(results[1][0]).all()
+    assert not torch.isfinite(results[0][1]).any() and not torch.isfinite(results[1][1]).any()
+
+
+def test_native_attention_sums_the_gradient_of_keys_shared_by_sequences():
+    """Expanded keys (one [S, d] block seen by every sequence) get their gradients summed, not
+    overwritten by whichever sequence wrote last."""
+    from sweeper.layers.attention import attention
+
+    require_native()
+    gen = torch.Generator().manual_seed(5)
+    query = torch.randn(4, 3, 8, dtype=F64, generator=gen)
+    block = torch.randn(1, 5, 8, dtype=F64, generator=gen)
+    grads = []
+    for reference in (False, True):
+        k = block.clone().requires_grad_()
+        _, mixed = attention(query, k.expand(4, 5, 8), reference=reference)
+        (mixed * torch.arange(8, dtype=F64)).sum().backward()
+        grads.append(k.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+
+
+def test_a_graph_built_on_the_native_kernels_runs_backward_on_them_whatever_the_environment(
+        monkeypatch):
+    from sweeper.layers.attention import attention
+    from sweeper.layers.readout import sigmoid_readout_nll
+
+    require_native()
+    query = torch.randn(2, 3, 4, requires_grad=True)
+    pre = torch.randn(1, 3, 4, requires_grad=True)
+    _, mixed = attention(query, torch.randn(2, 5, 4))
+    nll = sigmoid_readout_nll(pre, torch.randn(1, 4, 6), torch.zeros(1, 6),
+                              torch.zeros(1, 3, dtype=torch.long))
+    monkeypatch.setenv("SWEEPER_NATIVE", "0")
+    (mixed.sum() + nll.sum()).backward()
+    assert query.grad is not None and pre.grad is not None

@@ -16,8 +16,11 @@ so the gradient reaches the recurrence without a copy.
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from sweeper.layers import native
+
+NATIVE_DTYPES = (torch.float32, torch.float64)  # what the kernels are compiled for
 
 
 def attention_reference(query: torch.Tensor, keys: torch.Tensor) -> tuple[torch.Tensor,
@@ -29,28 +32,48 @@ def attention_reference(query: torch.Tensor, keys: torch.Tensor) -> tuple[torch.
 
 class _Attention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, query, keys):
+    def forward(ctx, query, keys, ops):
         query = query.contiguous()
-        attn, mixed = native.ops().attention_forward(query, keys)
+        attn, mixed = ops.attention_forward(query, keys)
         ctx.save_for_backward(query, keys, attn)
+        ctx.ops = ops  # the module that ran forward runs backward (whatever SWEEPER_NATIVE says)
+        ctx.set_materialize_grads(False)  # no [N, R, S] zeros when attn is not in the loss
         return attn, mixed
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_attn, grad_mixed):
         query, keys, attn = ctx.saved_tensors
+        if grad_attn is None and grad_mixed is None:
+            return None, None, None
         if grad_mixed is None:
             grad_mixed = torch.zeros_like(query)
         grad_attn = grad_attn.contiguous() if grad_attn is not None else None
-        d_keys = torch.empty_strided(keys.shape, keys.stride(), dtype=keys.dtype,
-                                     device=keys.device)  # the keys' own layout
-        d_query = native.ops().attention_backward(query, keys, attn, grad_mixed.contiguous(),
-                                                  grad_attn, d_keys)
-        return d_query, d_keys
+        d_keys = _like_layout(keys)
+        d_query = ctx.ops.attention_backward(query, keys, attn, grad_mixed.contiguous(),
+                                             grad_attn, d_keys)
+        return d_query, d_keys, None
+
+
+def _like_layout(t: torch.Tensor) -> torch.Tensor:
+    """An empty tensor shaped as t, in t's own memory layout where that layout is a permutation
+    of a dense one (the encoder's time-major states: their gradient reaches the recurrence
+    without a copy), else contiguous (an expanded or overlapping view: its elements must not
+    share memory, or the sequences' gradients would overwrite each other)."""
+    order = sorted(range(t.dim()), key=lambda i: t.stride(i), reverse=True)
+    expected = 1
+    for i in reversed(order):
+        if t.size(i) != 1 and t.stride(i) != expected:
+            return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+        expected *= t.size(i)
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
 
 
 def attention(query: torch.Tensor, keys: torch.Tensor,
               reference: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """query [N, R, d], keys [N, S, d] -> attn [N, R, S], mixed [N, R, d] (module docstring)."""
-    if reference or query.device.type != "cpu" or keys.stride(-1) != 1 or native.ops() is None:
+    ops = None if reference else native.ops()
+    if (ops is None or query.device.type != "cpu" or keys.stride(-1) != 1
+            or query.dtype not in NATIVE_DTYPES or keys.dtype != query.dtype):
         return attention_reference(query, keys)
-    return _Attention.apply(query, keys)
+    return _Attention.apply(query, keys, ops)

@@ -16,9 +16,11 @@ a mixed-vocabulary pack does not have) gives that class probability 0 on both.
 from __future__ import annotations
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from sweeper import metrics as M
 from sweeper.layers import native
+from sweeper.layers.attention import NATIVE_DTYPES
 from sweeper.layers.packed import linear
 
 
@@ -30,25 +32,28 @@ def sigmoid_readout_nll_reference(pre: torch.Tensor, w: torch.Tensor, b: torch.T
 
 class _SigmoidReadoutNLL(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, pre, w, b, target):
-        nll, u, lse = native.ops().readout_nll_forward(pre, w, b, target)
+    def forward(ctx, pre, w, b, target, ops):
+        nll, u, lse = ops.readout_nll_forward(pre, w, b, target)
         ctx.save_for_backward(u, lse, w, b, target)
+        ctx.ops = ops  # the module that ran forward runs backward (whatever SWEEPER_NATIVE says)
         return nll
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         u, lse, w, b, target = ctx.saved_tensors
-        d_pre, d_w, d_b = native.ops().readout_nll_backward(grad.contiguous(), u, lse, w, b,
-                                                            target)
-        return d_pre, d_w, d_b, None
+        d_pre, d_w, d_b = ctx.ops.readout_nll_backward(grad.contiguous(), u, lse, w, b, target)
+        return d_pre, d_w, d_b, None, None
 
 
 def sigmoid_readout_nll(pre: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
                         target: torch.Tensor, reference: bool = False) -> torch.Tensor:
     """-log softmax(sigmoid(pre) W + b)[target] for every row (module docstring)."""
-    if reference or pre.device.type != "cpu" or native.ops() is None:
+    ops = None if reference else native.ops()
+    if (ops is None or pre.device.type != "cpu" or pre.dtype not in NATIVE_DTYPES
+            or not w.dtype == b.dtype == pre.dtype):
         return sigmoid_readout_nll_reference(pre, w, b, target)
     K, d = pre.shape[0], pre.shape[-1]
     nll = _SigmoidReadoutNLL.apply(pre.reshape(K, -1, d).contiguous(), w.contiguous(),
-                                   b.contiguous(), target.reshape(K, -1).contiguous())
+                                   b.contiguous(), target.reshape(K, -1).contiguous(), ops)
     return nll.view(target.shape)

@@ -10,8 +10,10 @@ namespace sweeper_native {
 
 // exp for float32 without a library call: Cephes' expf, range reduction by ln 2 and a degree-6
 // polynomial; relative error below 1e-7 (float rounding is 6e-8). Rounding to the nearest
-// integer by the 1.5 * 2^23 trick; the clamp keeps 2^n a normal float, and below it the
-// result is 0 (where exp is denormal: what flush-to-zero makes of it anyway).
+// integer by the 1.5 * 2^23 trick; the clamp keeps 2^n a normal float; below it the result is
+// 0 (where exp is denormal: what flush-to-zero makes of it anyway), above it +inf (exp
+// overflows float from 88.72; the last 0.72 overflow early), so that a +inf logit gives an
+// infinite loss, not a finite one; NaN stays NaN.
 inline float exp_vectorisable(float x_in) {
   const float x = x_in < -87.0f ? -87.0f : (x_in > 88.0f ? 88.0f : x_in);
   const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -26,7 +28,7 @@ inline float exp_vectorisable(float x_in) {
   const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return x_in < -87.0f ? 0.0f : p * scale;
+  return x_in < -87.0f ? 0.0f : (x_in > 88.0f ? INFINITY : p * scale);
 }
 
 inline float exp_fast(float x) { return exp_vectorisable(x); }

@@ -151,6 +151,8 @@ void check(const at::Tensor& pre, const at::Tensor& w_out, const at::Tensor& b_o
   TORCH_CHECK(pre.is_contiguous() && w_out.is_contiguous() && b_out.is_contiguous()
                   && target.is_contiguous() && target.scalar_type() == at::kLong,
               "readout_nll: contiguous inputs and an int64 target");
+  TORCH_CHECK(w_out.scalar_type() == pre.scalar_type() && b_out.scalar_type() == pre.scalar_type(),
+              "readout_nll: pre, w and b must have one dtype");
   TORCH_CHECK(target.numel() == 0
                   || (target.min().item<int64_t>() >= 0 && target.max().item<int64_t>() < V),
               "readout_nll: targets must lie in [0, V)");
