@@ -338,3 +338,16 @@ def test_a_graph_built_on_the_native_kernels_runs_backward_on_them_whatever_the_
     monkeypatch.setenv("SWEEPER_NATIVE", "0")
     (mixed.sum() + nll.sum()).backward()
     assert query.grad is not None and pre.grad is not None
+
+
+def test_the_kernel_benchmark_prints_every_kernel_against_its_reference():
+    require_native()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "kernels.py"),
+                           "--ks", "1", "--heads", "1", "--repeat", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines()[2:]]
+    assert [(r[0], r[3]) for r in rows] == [(k, p) for k in ("lstm", "attention", "readout")
+                                            for p in ("fwd", "fwd+bwd")]
+    assert all(float(r[4]) > 0 and float(r[5]) > 0 and r[6].endswith("x") for r in rows)
