@@ -1,5 +1,6 @@
 """Shared test set-up: one torch thread, so timings and float reductions do not depend on the
-machine's core count; a Ray temp dir of a test's own."""
+machine's core count; the native kernels built before the first test; a Ray temp dir of a
+test's own."""
 
 import shutil
 import tempfile
@@ -8,6 +9,16 @@ import pytest
 import torch
 
 torch.set_num_threads(1)
+
+
+def pytest_sessionstart(session):
+    """Build (or load) the native kernels once, before any test: a first build takes one to
+    four minutes on a 2-core machine, and no test's wait for a child process should include it.
+    Where they cannot be built this prints the one-line notice and the tests that need them
+    skip (or fail under SWEEPER_REQUIRE_NATIVE=1)."""
+    from sweeper.layers import native
+
+    native.ops()
 
 
 @pytest.fixture

@@ -78,10 +78,17 @@ def instruction_set() -> tuple[str, list[str]]:
 
 
 def build_name() -> str:
-    """The cache name: instruction set and a hash of the sources and flags."""
+    """The cache name: instruction set and a hash of the sources, the flags and the Python
+    environment. torch rebuilds a cached module whose build settings changed, and a module built
+    in another virtualenv has other include paths: without the environment in the name, two
+    environments on one machine sharing the cache rebuild each other's module on every load
+    (seen: two test suites side by side, each waiting minutes on the other's builds)."""
+    import torch
+
     isa, flags = instruction_set()
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES + HEADERS)
-                            + " ".join(_cflags(flags)).encode())
+                            + " ".join(_cflags(flags)).encode()
+                            + f"{sys.prefix}|{torch.__version__}".encode())
     return f"sweeper_kernels_{isa}_{digest.hexdigest()[:10]}"
 
 
