@@ -26,15 +26,7 @@ namespace {
 
 using sweeper_native::exp_fast;
 using sweeper_native::gemm_acc;
-
-// The source positions padded to whole vectors: the score rows are Sp wide, so that every
-// product and pass over them runs in whole vectors (a leftover column would be a scalar
-// dependency chain as long as d: most of the time, measured).
-template <typename T>
-int64_t padded(int64_t S) {
-  constexpr int64_t L = sweeper_native::VEC_BYTES / sizeof(T);
-  return (S + L - 1) / L * L;
-}
+using sweeper_native::padded;
 
 // One sequence's keys copied into kc [S, d] (rows contiguous) and kt [d, Sp] (transposed; the
 // padding columns stay 0).

@@ -54,8 +54,7 @@ void ktiw_hits_impl(const at::Tensor& dec_part, const at::Tensor& ctx_part,
                     at::Tensor& hits) {
   const int64_t K = dec_part.size(0), B = dec_part.size(1), T_ = dec_part.size(2);
   const int64_t d = dec_part.size(3), S = ctx_part.size(2), V = w_out.size(2);
-  constexpr int64_t L = sweeper_native::VEC_BYTES / sizeof(T);
-  const int64_t Sp = (S + L - 1) / L * L;  // source positions padded to whole vectors
+  const int64_t Sp = sweeper_native::padded<T>(S);  // source positions, whole vectors
   const T *dp = dec_part.data_ptr<T>(), *cp = ctx_part.data_ptr<T>();
   const T *w = w_out.data_ptr<T>(), *bias = b_out.data_ptr<T>();
   const int64_t* tgt = target.data_ptr<int64_t>();

@@ -71,8 +71,7 @@ template <typename T>
 void forward_impl(const at::Tensor& pre, const at::Tensor& w_out, const at::Tensor& b_out,
                   const at::Tensor& target, at::Tensor& nll, at::Tensor& u, at::Tensor& lse) {
   const int64_t K = pre.size(0), M = pre.size(1), d = pre.size(2), V = w_out.size(2);
-  constexpr int64_t L = sweeper_native::VEC_BYTES / sizeof(T);
-  const int64_t Vp = (V + L - 1) / L * L;
+  const int64_t Vp = sweeper_native::padded<T>(V);
   const T *p = pre.data_ptr<T>(), *w = w_out.data_ptr<T>(), *b = b_out.data_ptr<T>();
   const int64_t* y = target.data_ptr<int64_t>();
   T *nl = nll.data_ptr<T>(), *us = u.data_ptr<T>(), *ls = lse.data_ptr<T>();
@@ -102,8 +101,7 @@ void backward_impl(const at::Tensor& grad, const at::Tensor& u, const at::Tensor
                    const at::Tensor& w_out, const at::Tensor& b_out, const at::Tensor& target,
                    at::Tensor& d_pre, at::Tensor& d_w, at::Tensor& d_b) {
   const int64_t K = u.size(0), M = u.size(1), d = u.size(2), V = w_out.size(2);
-  constexpr int64_t L = sweeper_native::VEC_BYTES / sizeof(T);
-  const int64_t Vp = (V + L - 1) / L * L;
+  const int64_t Vp = sweeper_native::padded<T>(V);
   const T *g = grad.data_ptr<T>(), *us = u.data_ptr<T>(), *ls = lse.data_ptr<T>();
   const T *w = w_out.data_ptr<T>(), *b = b_out.data_ptr<T>();
   const int64_t* y = target.data_ptr<int64_t>();

@@ -37,6 +37,15 @@ template <typename T>
 using Vec = typename VecOf<T>::type;
 static_assert(sizeof(Vec<float>) == VEC_BYTES && sizeof(Vec<double>) == VEC_BYTES);
 
+// n rounded up to whole vectors of T: the width the kernels pad a dimension to, so that every
+// product and pass over it runs in whole vectors (a leftover scalar column is a dependency
+// chain as long as the product's inner size: measured, most of the time).
+template <typename T>
+constexpr int64_t padded(int64_t n) {
+  constexpr int64_t L = VEC_BYTES / sizeof(T);
+  return (n + L - 1) / L * L;
+}
+
 template <typename T>
 inline Vec<T> load(const T* p) {
   return *reinterpret_cast<const Vec<T>*>(p);
