@@ -126,7 +126,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     driver of the sweep to finish instead of refusing. extend: store trials of a configuration
     that differs from the stored sweep's under its name (`sweeper.identity`). SIGINT and SIGTERM
     stop the run once its running packs are stored (`sweeper.interrupts`)."""
-    from sweeper.admission import admit_here, calibration_warnings
+    from sweeper.admission import admit_here, calibration_warnings, resolution_warnings
     from sweeper.devices import prepare_native_kernels
     from sweeper.interrupts import stop_on_signals
     from sweeper.overrides import sweep_from
@@ -158,8 +158,8 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         memory = admit_here(spec, plan.specs, pack_size or spec.pack_size)
         # (automatic packs are cut to fit `memory` over the packs running at once)
     runner.check(spec, store)  # before it starts and before anything is written
-    for warning in calibration_warnings(spec, plan.specs):
-        (stream or sys.stderr).write(warning + "\n")
+    for warning in [*resolution_warnings(spec), *calibration_warnings(spec, plan.specs)]:
+        (stream or sys.stderr).write(warning + "\n")  # before training, as `plan` says them
     with stop_on_signals(stream) as stop, _lease(store, spec.name, wait, stream, stop):
         store.recover(spec.name)  # damaged files moved aside (one line each) before any read
         if address is None:  # under the lease: a second driver is refused at once, not after
