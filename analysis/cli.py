@@ -127,6 +127,40 @@ def _add_query(subparsers) -> None:
     p.set_defaults(func=run_query, analysis_command="query")
 
 
+# ---------------------------------------------------------------- best
+
+@_one_line_errors
+def run_best(args: argparse.Namespace) -> int:
+    from .best import best_trials
+
+    root, sweep = split_sweep_dir(args.sweep_dir)
+    frame = best_trials(root, sweep, metric=args.metric, mode=args.mode, n=args.n,
+                        where=args.where)
+    sys.stdout.write(format_frame(frame, "json" if args.json else "table"))
+    return 0
+
+
+def _add_best(subparsers) -> None:
+    from .best import MODES
+
+    p = subparsers.add_parser(
+        "best", help="print a sweep's best trials by one metric",
+        description="The trials that finished, ranked by a numeric trials column (a final or "
+                    "best metric, or a number outcome), with their swept columns, seed and "
+                    "trial id.")
+    p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
+    p.add_argument("--metric", required=True,
+                   help="e.g. final_accuracy, best_loss, attention_steps (or a short name: "
+                        "accuracy)")
+    p.add_argument("--mode", choices=MODES, default="max",
+                   help="max: the highest first (default); min: the lowest first")
+    p.add_argument("-n", type=int_argument(1, 1_000_000), default=5,
+                   help="how many trials (default 5)")
+    p.add_argument("--where", help="only trials matching, e.g. 'model.heads == 1'")
+    p.add_argument("--json", action="store_true", help="a JSON list of records")
+    p.set_defaults(func=run_best, analysis_command="best")
+
+
 # ---------------------------------------------------------------- phase
 
 class _Outcomes:
@@ -539,9 +573,10 @@ def _add_dashboard(subparsers) -> None:
 
 
 def register(subparsers) -> None:
-    """Add `query`, `phase`, `report`, `seeds`, `heads` and `dashboard` to an argparse subparsers
-    object."""
+    """Add `query`, `best`, `phase`, `report`, `seeds`, `heads` and `dashboard` to an argparse
+    subparsers object."""
     _add_query(subparsers)
+    _add_best(subparsers)
     _add_phase(subparsers)
     _add_report(subparsers)
     _add_seeds(subparsers)

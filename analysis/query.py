@@ -171,7 +171,7 @@ CONFIG_GROUPS = ("task.", "model.", "train.")
 
 
 def _with_context(results, sweep, columns: Sequence[str], table: str,
-                  filesystem) -> tuple[list[str], list[str]]:
+                  filesystem, field: str = "--columns") -> tuple[list[str], list[str]]:
     """The wanted columns with unprefixed names resolved (`heads` -> `model.heads`), and what
     to read: those, the seed and every config column, so that the swept ones can be shown
     (`_in_context` drops the rest)."""
@@ -181,12 +181,12 @@ def _with_context(results, sweep, columns: Sequence[str], table: str,
         names += [n for s in sweeps if s.readable(s.files["trajectories"])
                   for n in file_schema(s, s.readable(s.files["trajectories"])).names]
     available = list(dict.fromkeys(names))
-    resolved = [_resolve(c, available, table) for c in columns]
+    resolved = [_resolve(c, available, table, field) for c in columns]
     config = [c for c in available if c.startswith(CONFIG_GROUPS) and c not in resolved]
     return resolved, list(dict.fromkeys([*resolved, "seed", *config]))
 
 
-def _resolve(name: str, available: Sequence[str], table: str) -> str:
+def _resolve(name: str, available: Sequence[str], table: str, field: str = "--columns") -> str:
     if name in available:
         return name
     matches = [c for c in available if c.split(".")[-1] == name
@@ -196,7 +196,7 @@ def _resolve(name: str, available: Sequence[str], table: str) -> str:
     if matches:
         every_step = (" (or query table 'trajectories' for every logged step)"
                       if table == "trials" else "")
-        raise AnalysisInputError(f"--columns {name}: ambiguous; allowed: one of "
+        raise AnalysisInputError(f"{field} {name}: ambiguous; allowed: one of "
                                  f"{', '.join(matches)}{every_step}")
     return name  # load() names it unknown, with the columns available
 

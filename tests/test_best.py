@@ -1,0 +1,66 @@
+"""The best trials of a sweep by one metric: `sweeper best` (table and --json, the three ways
+of naming a sweep the analysis commands take) and `SweepResult.best`, on a real random sweep
+trained here; ranks checked against the stored trials read with pandas."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from sweep_helpers import cli, cli_subprocess, variant
+
+import sweeper
+
+RANDOM = variant(name="rand", seeds=1, search={"type": "random", "trials": 6, "seed": 3},
+                 axes={"task": {"cooccurrence": {"uniform": [0.0, 1.0]}}})
+
+
+@pytest.fixture(scope="module")
+def random_sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("best")
+    result = sweeper.run(RANDOM, results=str(root), executor="local")
+    assert result.ran >= 4  # (a random search may draw a cell twice: trained once)
+    return root, result
+
+
+def _stored(root) -> pd.DataFrame:
+    trials = pd.read_parquet(root / "rand" / "trials")
+    return trials[trials["status"] == "ok"]
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_best_ranks_the_finished_trials_by_the_metric(random_sweep, mode):
+    root, result = random_sweep
+    best = result.best("final_accuracy", mode=mode, n=3)
+    stored = _stored(root).sort_values("final_accuracy", ascending=mode == "min")
+    assert best["final_accuracy"].tolist() == stored["final_accuracy"].head(3).tolist()
+    assert {"task.cooccurrence", "seed", "trial_id"} <= set(best.columns)
+    assert set(best["trial_id"]) <= set(stored["trial_id"])
+
+
+def test_sweeper_best_prints_a_table_or_json_for_a_name_a_folder_or_a_path(random_sweep):
+    root, _ = random_sweep
+    expected = _stored(root).sort_values("final_loss")["trial_id"].head(2).tolist()
+    for target in (root / "rand", str(root / "rand") + "/"):
+        rc, out, err = cli(["best", target, "--metric", "final_loss", "--mode", "min", "-n",
+                            "2", "--json"])
+        assert rc == 0, err
+        assert [r["trial_id"] for r in json.loads(out)] == expected
+    rc, out, err = cli(["best", root / "rand", "--metric", "final_loss", "--mode", "min"])
+    assert rc == 0 and out.splitlines()[0].split()[-1] == "final_loss", err
+    assert len(out.splitlines()) == 1 + min(5, len(_stored(root)))  # a header, then -n 5
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--metric", "nonsense"], "nonsense"),
+    (["--metric", "loss"], "--metric loss: ambiguous; allowed: one of final_loss, best_loss"),
+    (["--metric", "learned"], "not a number"),
+    (["--metric", "accuracy", "--mode", "best"], "--mode"),
+    (["--metric", "accuracy", "-n", "0"], "-n"),
+])
+def test_sweeper_best_refuses_bad_input_in_one_line(random_sweep, argv, says):
+    root, _ = random_sweep
+    proc = cli_subprocess(["best", root / "rand", *argv])
+    rc, out, err = proc.returncode, proc.stdout, proc.stderr
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and says in err, err
