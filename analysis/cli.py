@@ -105,8 +105,15 @@ def run_query(args: argparse.Namespace) -> int:
     else:
         frame = query_frame(root, sweep, where=args.where, columns=_columns(args.columns),
                             table=args.table, limit=args.limit)
-    sys.stdout.write(format_frame(frame, args.format))
+    sys.stdout.write(format_frame(frame, _query_format(args)))
     return 0
+
+
+def _query_format(args: argparse.Namespace) -> str:
+    """--format, or json for --json (the flag every command that prints a result takes)."""
+    if args.json and args.format not in (None, "json"):
+        raise AnalysisInputError(f"--json and --format {args.format}: give one")
+    return "json" if args.json else (args.format or "table")
 
 
 def _add_query(subparsers) -> None:
@@ -121,8 +128,9 @@ def _add_query(subparsers) -> None:
     p.add_argument("--table", choices=("trials", "trajectories"), default="trials",
                    help="one row per trial (default) or per logged step")
     p.add_argument("--sql", help='e.g. "SELECT * FROM trials JOIN trajectories USING (trial_id)"')
-    p.add_argument("--format", choices=FORMATS, default="table",
+    p.add_argument("--format", choices=FORMATS, default=None,
                    help="table (default), or csv / json for scripts")
+    p.add_argument("--json", action="store_true", help="the same as --format json")
     p.add_argument("--limit", type=int_argument(0), help="print at most this many rows")
     p.set_defaults(func=run_query, analysis_command="query")
 

@@ -64,3 +64,12 @@ def test_sweeper_best_refuses_bad_input_in_one_line(random_sweep, argv, says):
     proc = cli_subprocess(["best", root / "rand", *argv])
     rc, out, err = proc.returncode, proc.stdout, proc.stderr
     assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and says in err, err
+
+
+def test_query_takes_json_as_every_printing_command_does(random_sweep):
+    root, _ = random_sweep
+    rc, out, err = cli(["query", root / "rand", "--columns", "final_loss", "--json"])
+    assert rc == 0 and len(json.loads(out)) == len(_stored(root)), err
+    assert cli(["query", root / "rand", "--json", "--format", "json"])[0] == 0
+    rc, out, err = cli(["query", root / "rand", "--json", "--format", "csv"])
+    assert rc == 2 and out == "" and "--json and --format csv: give one" in err
