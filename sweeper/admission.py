@@ -11,6 +11,9 @@ for a budget outside the range the calibration measured, where the family's meas
 meaning what its claims need (copy: token accuracy no longer needs attention). A warning, not a
 refusal: such sweeps are how the range is measured and how what happens beyond it is studied,
 and the phase outcome (copy: attention learned) still means what it says there.
+
+Resolution: warn when the seeds a cell will have can never resolve it in the phase diagram
+(every cell would show as unreliable or insufficient), for sweeps read as a yes/no outcome.
 """
 
 from __future__ import annotations
@@ -105,6 +108,27 @@ def calibration_warnings(sweep, specs: list) -> list[str]:
         if outside:
             warnings.append(calibration.warning(sweep.family.name, outside))
     return warnings
+
+
+def resolution_warnings(sweep) -> list[str]:
+    """The empty-picture warning (`results.cells.resolution_warning`, at the phase diagram's
+    defaults) when the sweep's cells are judged by a yes/no outcome: its family's phase outcome
+    for a grid, random or boundary search (a boundary search's seeds are its cap), an Optuna
+    search's objective when that is a yes/no outcome. An Optuna search that optimises a number
+    judges no cell by its seeds: no warning."""
+    from sweeper.results.cells import resolution_warning
+
+    search = sweep.search
+    question = search.objective if search.type == "optuna" else (
+        search.outcome or sweep.family.phase_outcome)
+    kinds = {rule.column: rule.kind for rule in sweep.family.outcome_rules}
+    if kinds.get(question) != "success":
+        return []
+    seeds = len(sweep.seeds)
+    if search.type == "boundary" and search.max_seeds:
+        seeds = min(seeds, search.max_seeds)
+    warning = resolution_warning(seeds)
+    return [warning] if warning else []
 
 
 def memory_budget(available: int | None = None) -> int | None:

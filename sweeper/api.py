@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -136,7 +135,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     driver of the sweep to finish instead of refusing. extend: store trials of a configuration
     that differs from the stored sweep's under its name (`sweeper.identity`). SIGINT and SIGTERM
     stop the run once its running packs are stored (`sweeper.interrupts`)."""
-    from sweeper.admission import admit_here, calibration_warnings
+    from sweeper.admission import admit_here, calibration_warnings, resolution_warnings
     from sweeper.devices import prepare_native_kernels
     from sweeper.interrupts import stop_on_signals
     from sweeper.overrides import sweep_from
@@ -168,8 +167,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         memory = admit_here(spec, plan.specs, pack_size or spec.pack_size)
         # (automatic packs are cut to fit `memory` over the packs running at once)
     runner.check(spec, store)  # before it starts and before anything is written
-    for warning in calibration_warnings(spec, plan.specs):
-        (stream or sys.stderr).write(warning + "\n")
+    notices = [*resolution_warnings(spec), *calibration_warnings(spec, plan.specs)]
     with stop_on_signals(stream) as stop, _lease(store, spec.name, wait, stream, stop):
         store.recover(spec.name)  # damaged files moved aside (one line each) before any read
         if address is None:  # under the lease: a second driver is refused at once, not after
@@ -177,7 +175,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         with runner:
             summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,
                                 extend=extend, overrides=list(sets or []), memory=memory,
-                                plan=plan)
+                                plan=plan, notices=notices)  # said once admitted
     outcome = spec.family.phase_outcome
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],

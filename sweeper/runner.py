@@ -7,6 +7,7 @@ its lease; recording is `sweeper.recording`'s, training the executor's (`sweeper
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -41,7 +42,8 @@ def manifest(sweep: SweepFile, plan: Plan, previous: dict[str, Any] | None = Non
 def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | None = None,
               workers: int | None = None, stream=None, stop: StopRequest | None = None,
               extend: bool = False, overrides: list[str] | None = None,
-              memory: int | None = None, plan: Plan | None = None) -> dict[str, Any]:
+              memory: int | None = None, plan: Plan | None = None,
+              notices: list[str] | None = None) -> dict[str, Any]:
     """Run what is not stored yet; returns a summary (counts, seconds, trials per second).
 
     `executor` follows `sweeper.executors.base.Executor` (entered by the caller when it needs
@@ -51,6 +53,8 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
     refused unless `extend` (`sweeper.identity`). `memory`: the bytes the packs running at once
     may use together when they train on this machine (automatic pack sizes fit in it).
     `plan`: the sweep's plan when the caller expanded it already (expanded once per run).
+    `notices`: lines (warnings) to write once the run is admitted and its manifest written,
+    before anything trains, so that a refusal or a failed first write stays one line.
     """
     from sweeper.identity import check_same_study
 
@@ -71,6 +75,8 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
     record = manifest(sweep, plan, previous, overrides)
     try:
         store.write_manifest(sweep.name, record)
+        for notice in notices or ():  # admitted, its first write done: a refusal or a failed
+            (stream or sys.stderr).write(notice + "\n")  # first write stays one line
         sharing = plan.sharing
         recorder = Recorder(store, sweep.name, Progress(strategy.planned, stream), set(stored),
                             retried=retried, shares=sharing.shares)

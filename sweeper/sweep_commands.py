@@ -69,13 +69,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         budget = admit_here(sweep, plan.specs, sweep.pack_size)
     _warn_if_refused(plan, store)
-    from sweeper.admission import calibration_warnings
-    from sweeper.results.cells import resolution_warning
+    from sweeper.admission import calibration_warnings, resolution_warnings
 
-    unresolved = resolution_warning(len(sweep.seeds))
-    for warning in [unresolved, *calibration_warnings(sweep, plan.specs)]:
-        if warning:  # on stderr: --json stays parseable
-            print(warning, file=sys.stderr)
+    for warning in [*resolution_warnings(sweep), *calibration_warnings(sweep, plan.specs)]:
+        print(warning, file=sys.stderr)  # on stderr: --json stays parseable
     described = plan.strategy.describe(plan)  # an adaptive search says what it may train
     if described is not None:
         data, text = described

@@ -97,7 +97,8 @@ def test_run_quarantines_a_damaged_file_and_trains_its_pack_again(sweep_results,
     victim.write_bytes(DAMAGES[damage](victim.read_bytes()))
     proc = cli_subprocess(["run", path, "--results", results, "--executor", "local"])
     assert proc.returncode == 0, proc.stderr
-    warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")]
+    warnings = [ln for ln in proc.stderr.splitlines() if ln.startswith("warning:")
+                and "cannot resolve a cell" not in ln]  # the seeds warning: TINY has 2
     assert len(warnings) == 1 and f"moved damaged {victim}" in warnings[0], proc.stderr
     assert (results / "tiny" / "quarantine" / table / victim.name).exists()
     trials = pd.read_parquet(results / "tiny" / "trials")

@@ -168,4 +168,6 @@ def resolution_warning(seeds: int, level: float = 0.5, confidence: float = 0.95,
     return (f"warning: {seeds} seed{'s' * (seeds != 1)} per cell cannot resolve a cell: with "
             f"{confidence:.0%} Wilson intervals around p = {level:g} a cell needs at least "
             f"{needed} seeds to be called learned or failed, so every cell will show as "
-            "unreliable or insufficient; use seeds: " + str(needed) + " or more")
+            f"unreliable or insufficient; use seeds: {needed} or more (in the file, or "
+            f"--set seeds={needed}); `sweeper phase --min-seeds N` only moves where a cell "
+            f"shows as insufficient (default {min_seeds})")

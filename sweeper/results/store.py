@@ -27,6 +27,7 @@ import contextlib
 import datetime as dt
 import io
 import json
+import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -230,8 +231,11 @@ class Store:
             self.put_object = _s3_put(self.uri)
 
     @staticmethod
-    def open(uri: str) -> Store:
-        """The backend for a results root: MemoryStore for memory://NAME, else FileStore."""
+    def open(uri: str | os.PathLike) -> Store:
+        """The backend for a results root: MemoryStore for memory://NAME, else FileStore (a
+        pathlib.Path is a local path, as in sweeper.run(results=tmp_path))."""
+        if isinstance(uri, os.PathLike):
+            uri = os.fspath(uri)
         if not isinstance(uri, str) or not uri:
             raise ResultsInputError(f"--results: got {uri!r}; allowed: a local path or a "
                                     "pyarrow.fs URI such as s3://bucket/prefix")

@@ -54,8 +54,8 @@ from sweeper.families.copy.config import Seq2SeqConfig
 from sweeper.layers import init as I
 from sweeper.layers import recurrence as R
 from sweeper.layers.attention import attention
-from sweeper.layers.readout import sigmoid_readout_nll
 from sweeper.layers.packed import linear
+from sweeper.layers.readout import sigmoid_readout_nll
 from sweeper.seeding import generator
 
 
