@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,13 +24,21 @@ from sweeper.results.errors import (
     one_line,
 )
 from sweeper.results.files import write_whole_file
+from sweeper.results.location import (
+    DEFAULT_RESULTS,
+    SWEEP_FORMS,
+    SweepLocation,
+    is_sweep_file,
+    locate_sweep,
+)
 from sweeper.results.outcomes import Thresholds
+from sweeper.results.schema import resolve_column
 
 from .errors import AnalysisInputError
-from .load import load, split_sweep_dir
+from .load import load
 from .query import FORMATS, format_frame, query_frame, sql
 
-SWEEP_HELP = "the sweep's folder: RESULTS/SWEEP, a local path or a URI such as s3://bucket/p/SWEEP"
+SWEEP_HELP = SWEEP_FORMS
 
 
 def _one_line_errors(func: Callable[[argparse.Namespace], int]):
@@ -86,16 +95,56 @@ def _thresholds(args: argparse.Namespace) -> Thresholds:
                       concentration=args.concentration_threshold)
 
 
+def _add_sweep(p: argparse.ArgumentParser) -> None:
+    """The sweep every reading command takes, named one way (`locate_sweep`), and --results."""
+    p.add_argument("sweep_dir", metavar="SWEEP", help=SWEEP_HELP)
+    p.add_argument("--results", help="the results root a sweep name is under (default: the "
+                                     f"sweep file's, else {DEFAULT_RESULTS})")
+
+
+def _located(args: argparse.Namespace, target: str | None = None,
+             argument: str = "SWEEP") -> SweepLocation:
+    return locate_sweep(args.sweep_dir if target is None else target, args.results, argument)
+
+
 def _load(args: argparse.Namespace, **kwargs):
-    root, sweep = split_sweep_dir(args.sweep_dir)
-    return load(root, sweep, **kwargs)
+    where = _located(args)
+    return load(where.results, where.name, **kwargs)
+
+
+def _column(name: str | None, columns, flag: str) -> str | None:
+    """A column a flag names, short names resolved as query's --columns are (`heads`)."""
+    if name is None or name == "auto":
+        return name
+    return resolve_column(name, list(columns), flag, "", AnalysisInputError)
+
+
+def _axes(args: argparse.Namespace, results) -> tuple[str | None, str | None, str | None]:
+    """--x, --y and --facet with short names resolved against the sweep's trials columns."""
+    columns = results.trials.columns
+    return (_column(args.x, columns, "--x"), _column(args.y, columns, "--y"),
+            _column(args.facet, columns, "--facet"))
+
+
+def _records(frame) -> list[dict]:
+    """A table as JSON-ready records (the same values `format_frame` writes as JSON)."""
+    return json.loads(format_frame(frame, "json"))
+
+
+def _print_json(data) -> None:
+    print(json.dumps(data))
+
+
+def _add_json(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON")
 
 
 # ---------------------------------------------------------------- query
 
 @_one_line_errors
 def run_query(args: argparse.Namespace) -> int:
-    root, sweep = split_sweep_dir(args.sweep_dir)
+    where = _located(args)
+    root, sweep = where.results, where.name
     if args.sql is not None:
         if args.where is not None or args.columns is not None:
             raise AnalysisInputError("give --sql, or --where/--columns, not both")
@@ -122,7 +171,7 @@ def _add_query(subparsers) -> None:
         description="Rows of a sweep's trials (or trajectories), filtered with --where and "
                     "projected with --columns; or any SQL over the views trials and "
                     "trajectories (DuckDB; quote dotted names: \"model.heads\").")
-    p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
+    _add_sweep(p)
     p.add_argument("--where", help="e.g. 'model.heads == 1 and task.hardness > 0.5'")
     p.add_argument("--columns", help="comma-separated, e.g. seed,learned,steps_to_learn")
     p.add_argument("--table", choices=("trials", "trajectories"), default="trials",
@@ -141,7 +190,8 @@ def _add_query(subparsers) -> None:
 def run_best(args: argparse.Namespace) -> int:
     from .best import best_trials
 
-    root, sweep = split_sweep_dir(args.sweep_dir)
+    where = _located(args)
+    root, sweep = where.results, where.name
     frame = best_trials(root, sweep, metric=args.metric, mode=args.mode, n=args.n,
                         where=args.where)
     sys.stdout.write(format_frame(frame, "json" if args.json else "table"))
@@ -156,7 +206,7 @@ def _add_best(subparsers) -> None:
         description="The trials that finished, ranked by a numeric trials column (a final or "
                     "best metric, or a number outcome), with their swept columns, seed and "
                     "trial id.")
-    p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
+    _add_sweep(p)
     p.add_argument("--metric", required=True,
                    help="e.g. final_accuracy, best_loss, attention_steps (or a short name: "
                         "accuracy)")
@@ -189,7 +239,7 @@ class _Outcomes:
 
 
 def _add_phase_options(p: argparse.ArgumentParser, axes_required: bool) -> None:
-    p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
+    _add_sweep(p)
     p.add_argument("--x", required=axes_required, help="x axis column, e.g. task.cooccurrence")
     p.add_argument("--y", required=axes_required, help="y axis column, e.g. task.hardness")
     p.add_argument("--facet", type=_facet, default="auto",
@@ -215,25 +265,36 @@ def run_phase(args: argparse.Namespace) -> int:
     if args.cells:
         _check_suffix(args.cells, (".csv", ".json"), "--cells")
     results = _load(args)
-    facet = args.facet
+    x, y, facet = _axes(args, results)
     if facet == "auto":
         auto = default_axes(results.trials)[2]
-        facet = auto if auto not in (args.x, args.y) else None
-    phase = phase_from_results(results, args.x, args.y, facet, thresholds=_thresholds(args),
+        facet = auto if auto not in (x, y) else None
+    phase = phase_from_results(results, x, y, facet, thresholds=_thresholds(args),
                                min_seeds=args.min_seeds, outcome=args.outcome)
     if getattr(args, "view", "phase") == "lottery":
         return _run_lottery(args, results, phase)
     if getattr(args, "view", "phase") == "regime":
-        return _run_regime(args, phase)
+        return _run_regime(args, results, phase)
     path = plots.save(plots.phase_figure(phase), args.output)
     if args.cells:
         _write_cells(phase, Path(args.cells))
     counts = phase.cells["regime"].value_counts()
+    if args.json:
+        return _phase_json(results, phase, path, "cells", phase.cells)
     summary = ", ".join(f"{r} {int(counts.get(r, 0))}" for r in
                         ("learned", "failed", "unreliable", "insufficient", "missing"))
     print(f"wrote {path}: {phase.outcome}, {len(phase.cells)} cells ({summary}); "
           f"{int(phase.cells['recovered'].sum())} recovered; "
           f"{len(phase.boundary)} boundary segments")
+    return 0
+
+
+def _phase_json(results, phase, path, name: str, table) -> int:
+    """`phase --json`: the sweep, the axes, the figure written and the view's table (the
+    cells; --view lottery: the lottery table; --view regime: the regime counts)."""
+    _print_json({"sweep": results.sweeps[0].name, "output": str(path),
+                 "outcome": phase.outcome, "x": phase.x, "y": phase.y, "facet": phase.facet,
+                 name: _records(table)})
     return 0
 
 
@@ -248,6 +309,8 @@ def _run_lottery(args: argparse.Namespace, results, phase) -> int:
     if args.cells:
         _write_table(phase.lottery, Path(args.cells))
     lot = phase.lottery
+    if args.json:
+        return _phase_json(results, phase, path, "lottery", lot)
     print(f"wrote {path}: {phase.outcome}, lottery from {phase.facet} = "
           f"{lot['heads_base'].iloc[0]}: {int(lot['beyond_lottery'].sum())} of {len(lot)} "
           f"cells beyond it, {int(lot['below_lottery'].sum())} below")
@@ -258,7 +321,7 @@ def _run_lottery(args: argparse.Namespace, results, phase) -> int:
     return 0
 
 
-def _run_regime(args: argparse.Namespace, phase) -> int:
+def _run_regime(args: argparse.Namespace, results, phase) -> int:
     """`--view regime`: each cell coloured by the regime most of its seeds ended in, the
     counts written in it; --cells writes the counts per cell."""
     from . import plots
@@ -267,6 +330,8 @@ def _run_regime(args: argparse.Namespace, phase) -> int:
     table = phase.trial_regimes
     if args.cells:
         _write_table(table, Path(args.cells))
+    if args.json:
+        return _phase_json(results, phase, path, "regimes", table)
     totals = ", ".join(f"{name} {int(table[name].sum())}" for name in phase.regime_codes)
     print(f"wrote {path}: {phase.regime_column} of {int(table['n'].sum())} seeds in "
           f"{int((table['n'] > 0).sum())} cells ({totals})")
@@ -304,6 +369,7 @@ def _add_phase(subparsers) -> None:
                         "beyond independent heads (facet model.heads), and heads aligned; "
                         "regime: each cell coloured by the regime most of its seeds found "
                         "(copy: aligned, offset, diffuse, ...), with the counts")
+    _add_json(p, "the sweep, the axes and the cells (the view's table)")
     p.set_defaults(func=run_phase, analysis_command="phase")
 
 
@@ -315,9 +381,15 @@ def run_report(args: argparse.Namespace) -> int:
 
     _check_suffix(args.output, (".html", ".htm"), "-o")
     results = _load(args)
-    report = write_report(results, args.output, x=args.x, y=args.y, facet=args.facet,
+    x, y, facet = _axes(args, results)
+    report = write_report(results, args.output, x=x, y=y, facet=facet,
                           thresholds=_thresholds(args), min_seeds=args.min_seeds,
                           outcome=args.outcome)
+    if args.json:
+        _print_json({"sweep": results.sweeps[0].name, "output": args.output,
+                     "trials": len(results.trials), "cells": len(report.phase.cells),
+                     "figures": len(report.figures)})
+        return 0
     print(f"wrote {args.output}: {len(results.trials)} trials, {len(report.phase.cells)} cells, "
           f"{len(report.figures)} figures")
     return 0
@@ -331,6 +403,7 @@ def _add_report(subparsers) -> None:
     _add_phase_options(p, axes_required=False)
     p.add_argument("-o", "--output", default="report.html",
                    help="the HTML file to write (default report.html)")
+    _add_json(p, "the sweep and what the page holds")
     p.set_defaults(func=run_report, analysis_command="report")
 
 
@@ -351,8 +424,11 @@ def run_seeds(args: argparse.Namespace) -> int:
         raise AnalysisInputError(f"--where {args.where!r} selects no trials"
                                  if args.where else "the sweep has no trials")
     outcome = args.outcome or default_outcome(results)
-    metrics = _columns(args.metrics) or seed_metrics(results)
-    keys = cell_keys(_load(args), args.by)
+    metrics = ([_column(m, results.trajectory_columns, "--metrics")
+                for m in _columns(args.metrics)] if args.metrics else seed_metrics(results))
+    by = args.by and ",".join(_column(k.strip(), results.trials.columns, "--by")
+                              for k in args.by.split(",") if k.strip())
+    keys = cell_keys(_load(args), by)
     cells = split_cells(results.trials, keys)
     if len(cells) > MAX_SEED_CELLS:
         raise AnalysisInputError(
@@ -363,6 +439,10 @@ def run_seeds(args: argparse.Namespace) -> int:
     trials, rows = cell_trajectories(results, metrics, _thresholds(args))
     fig = plots.seeds_figure(trials, rows, cells, metrics, outcome, _thresholds(args))
     path = plots.save(fig, args.output)
+    if args.json:
+        _print_json({"sweep": results.sweeps[0].name, "output": str(path), "cells": cells,
+                     "metrics": metrics, "trials": sorted(trials["trial_id"])})
+        return 0
     print(f"wrote {path}: {len(cells)} cell{'s' * (len(cells) != 1)}, {len(trials)} trials, "
           f"{', '.join(metrics)}")
     return 0
@@ -374,7 +454,7 @@ def _add_seeds(subparsers) -> None:
         description="One row per cell (the trials --where selects, split by the sweep's "
                     "varying columns), one panel per metric, one line per seed coloured by its "
                     "outcome, with the threshold drawn.")
-    p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
+    _add_sweep(p)
     p.add_argument("--where", help="which trials, e.g. 'task.cooccurrence == 0 and "
                                    "model.heads == 1'")
     p.add_argument("--metrics", help="comma-separated trajectory columns (default: the "
@@ -385,6 +465,7 @@ def _add_seeds(subparsers) -> None:
                    help="what colours a seed (default: the sweep's family's)")
     _add_threshold_options(p)
     p.add_argument("-o", "--output", default="seeds.png", help="seeds.png, .svg or .pdf")
+    _add_json(p, "the sweep, its cells, the metrics and the trials drawn")
     p.set_defaults(func=run_seeds, analysis_command="seeds")
 
 
@@ -398,7 +479,7 @@ def run_heads(args: argparse.Namespace) -> int:
         _check_suffix(args.cells, (".csv", ".json"), "--cells")
     if args.classes is not None:
         if args.stage2 is not None or args.stage2_options_given:
-            raise AnalysisInputError("--classes reads RESULTS/SWEEP as stage 2; --stage2 and "
+            raise AnalysisInputError("--classes reads SWEEP as stage 2; --stage2 and "
                                      "its options write stage 2 from a stage 1: give one")
         return _heads_table(args)
     if args.stage2 is None and args.stage2_options_given:
@@ -407,11 +488,17 @@ def run_heads(args: argparse.Namespace) -> int:
     results = _load(args)
     classes = head_classes(_recomputed(results, args), args.holdout)
     stage2 = _stage2(args, results.sweeps[0].manifest, classes) if args.stage2 else None
-    sys.stdout.write(_describe_classes(results.sweeps[0].name, classes))
+    if not args.json:
+        sys.stdout.write(_describe_classes(results.sweeps[0].name, classes))
     if args.cells:
         _write_table(classes.heads, Path(args.cells))
-    if stage2 is not None:
-        _write_stage2(args, *stage2)
+    written = _write_stage2(args, *stage2) if stage2 is not None else None
+    if args.json:
+        _print_json({"sweep": results.sweeps[0].name, "base_seed": classes.base_seed,
+                     "classify_seeds": list(classes.classify_seeds),
+                     "holdout_seeds": list(classes.holdout_seeds),
+                     "heads": _records(classes.heads), "rates": _records(classes.rates),
+                     "stage2": written})
     return 0
 
 
@@ -467,7 +554,7 @@ def _stage2(args: argparse.Namespace, manifest: dict, classes) -> tuple[dict, st
     return sweep, header
 
 
-def _write_stage2(args: argparse.Namespace, sweep: dict, header: str) -> None:
+def _write_stage2(args: argparse.Namespace, sweep: dict, header: str) -> dict:
     import yaml
 
     path = Path(args.stage2)
@@ -475,8 +562,11 @@ def _write_stage2(args: argparse.Namespace, sweep: dict, header: str) -> None:
     text = header + yaml.safe_dump(sweep, sort_keys=False, default_flow_style=None, width=96)
     write_whole_file(path, text.encode())
     sets, seeds = 3 * args.sets, len(args.data_seeds)
-    print(f"wrote {path}: {sweep['name']}, {sets} head sets x {seeds} data seeds = "
-          f"{sets * seeds} trials of {args.heads} heads")
+    if not args.json:
+        print(f"wrote {path}: {sweep['name']}, {sets} head sets x {seeds} data seeds = "
+              f"{sets * seeds} trials of {args.heads} heads")
+    return {"file": str(path), "sweep": sweep["name"], "trials": sets * seeds,
+            "heads": args.heads}
 
 
 def _heads_table(args: argparse.Namespace) -> int:
@@ -484,20 +574,25 @@ def _heads_table(args: argparse.Namespace) -> int:
     from .outcomes import with_outcomes
     from .phase import outcome_trajectories
 
-    stage1 = _load(argparse.Namespace(sweep_dir=args.classes))
+    located = _located(args, args.classes, "--classes")
+    stage1 = load(located.results, located.name)
     classes = head_classes(_recomputed(stage1, args), args.holdout)
     results = _load(args)
     trajectories = outcome_trajectories(results)
     table = head_init_table(with_outcomes(results.trials, trajectories, _thresholds(args)),
                             trajectories, classes, _thresholds(args))
     rates = classes.rates.set_index("class")
+    if args.cells:
+        _write_table(table, Path(args.cells))
+    if args.json:
+        _print_json({"sweep": results.sweeps[0].name, "classified_by": stage1.sweeps[0].name,
+                     "rates": _records(classes.rates), "table": _records(table)})
+        return 0
     print(f"{results.sweeps[0].name}: heads classified by {stage1.sweeps[0].name} "
           f"(rates alone on {rates['source'].iloc[0]} data seeds: good "
           f"{rates.loc['good', 'rate']:.2f}, bad {rates.loc['bad', 'rate']:.2f}, any "
           f"{rates.loc['all', 'rate']:.2f})")
     sys.stdout.write(format_frame(table, args.format))
-    if args.cells:
-        _write_table(table, Path(args.cells))
     return 0
 
 
@@ -527,9 +622,10 @@ def _add_heads(subparsers) -> None:
                     "seed) or bad (in none); --stage2 writes the eight-head sweep. With "
                     "--classes STAGE1, a stage-2 sweep's table: the rate per composition of "
                     "heads beside what independent heads (a lottery) predict.")
-    p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
-    p.add_argument("--classes", metavar="RESULTS/STAGE1",
-                   help="read RESULTS/SWEEP as stage 2, its heads classified by this stage 1")
+    _add_sweep(p)
+    p.add_argument("--classes", metavar="STAGE1",
+                   help="read SWEEP as stage 2, its heads classified by this stage 1 (named as "
+                        "SWEEP is)")
     p.add_argument("--holdout", type=int_argument(0, 100_000), default=None,
                    help="data seeds of stage 1 (the largest) held out of the classification, "
                         "measuring each class's rate alone (default 1 with 4 or more seeds)")
@@ -545,6 +641,7 @@ def _add_heads(subparsers) -> None:
     p.add_argument("--cells", help="also write the table (heads, or stage 2's) as .csv/.json")
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="stage 2's table as table (default), csv or json")
+    _add_json(p, "the classes (or, with --classes, the table) and the sweep")
     _add_threshold_options(p)
     p.set_defaults(func=run_heads, analysis_command="heads", stage2_options_given=False)
 
@@ -555,8 +652,37 @@ def _add_heads(subparsers) -> None:
 def run_dashboard(args: argparse.Namespace) -> int:
     from .dashboard.server import serve
 
-    return serve(args.results, args.sweep, host=args.host, port=args.port,
+    results, sweep = _dashboard_target(args)
+    return serve(results, sweep, host=args.host, port=args.port,
                  allow_remote=args.allow_remote, token=args.token, open_browser=False)
+
+
+def _dashboard_target(args: argparse.Namespace) -> tuple[str, str | None]:
+    """(results root, the sweep to open first or None for the root's list): SWEEP as every
+    command names it; a results root itself (a folder that is no sweep: its sweeps listed);
+    or the older RESULTS SWEEP pair (the sweep may not exist yet: it shows as it lands)."""
+    if args.sweep is not None:
+        if args.results is not None:
+            raise AnalysisInputError("give RESULTS SWEEP, or SWEEP --results RESULTS: not both")
+        return args.sweep_dir, args.sweep
+    if args.results is None and _is_results_root(args.sweep_dir):
+        return args.sweep_dir, None
+    where = _located(args)
+    return where.results, where.name
+
+
+def _is_results_root(target: str) -> bool:
+    """A folder (local, or a URI's) that holds no sweep's own files: a results root."""
+    import pyarrow.fs as pafs
+
+    from .load import resolve_root
+
+    if is_sweep_file(target) or ("://" not in target and not Path(target).is_dir()):
+        return False
+    fs, root = resolve_root(target)
+    kinds = [i.type for i in fs.get_file_info([root, f"{root}/trials",
+                                               f"{root}/manifest.json"])]
+    return kinds[0] == pafs.FileType.Directory and kinds[1:] == [pafs.FileType.NotFound] * 2
 
 
 def _add_dashboard(subparsers) -> None:
@@ -566,9 +692,14 @@ def _add_dashboard(subparsers) -> None:
                     "packs land (from the sweep's cell summary), each cell's seeds, failed "
                     "trials, the objective of random and Optuna searches, and progress. Its "
                     "assets are served locally (works offline).")
-    p.add_argument("results", metavar="RESULTS", help="the results root (a local path or URI)")
-    p.add_argument("sweep", metavar="SWEEP", nargs="?",
-                   help="the sweep to open first (default: the only one, or a list)")
+    p.add_argument("sweep_dir", metavar="SWEEP",
+                   help=f"the sweep to open: {SWEEP_HELP}; or a results root, to list its "
+                        "sweeps")
+    p.add_argument("sweep", metavar="NAME", nargs="?",
+                   help="the older form RESULTS NAME: the sweep NAME under the root given "
+                        "first (it may not exist yet)")
+    p.add_argument("--results", help="the results root a sweep name is under (default: the "
+                                     f"sweep file's, else {DEFAULT_RESULTS})")
     p.add_argument("--port", type=int_argument(0, 65535), default=8787,
                    help="port to listen on (default 8787; 0: any free port)")
     p.add_argument("--host", default="127.0.0.1",

@@ -34,6 +34,7 @@ from sweeper.results.reading import (
     to_frame,
     warn_damaged,
 )
+from sweeper.results.schema import resolve_column
 from sweeper.results.store import conforming, scan_folder, without_superseded
 
 from . import where as where_lang
@@ -97,27 +98,6 @@ def resolve_root(results: str | os.PathLike,
 
         return open_uri(text, field="RESULTS")  # asked once, within a timeout: no hang
     return pafs.LocalFileSystem(), os.path.abspath(text)
-
-
-DEFAULT_RESULTS = "results"  # where `sweeper run` stores sweeps unless told otherwise
-
-
-def split_sweep_dir(sweep_dir: str | os.PathLike) -> tuple[str, str]:
-    """'RESULTS/SWEEP' (a path or a URI) as (results root, sweep name), for the CLI."""
-    text = os.fspath(sweep_dir)
-    if "://" in text:
-        base, sep, options = text.partition("?")  # s3://b/p/SWEEP?endpoint_override=...
-        scheme, rest = base.split("://", 1)
-        rest = rest.rstrip("/")
-        if "/" not in rest:
-            raise AnalysisInputError(f"{text!r} names no sweep folder: give RESULTS/SWEEP")
-        root, name = rest.rsplit("/", 1)
-        return f"{scheme}://{root}{sep}{options}", name
-    path = os.path.abspath(text)
-    default = os.path.abspath(os.path.join(DEFAULT_RESULTS, text))
-    if os.sep not in text.strip(os.sep) and not os.path.isdir(path) and os.path.isdir(default):
-        path = default  # a bare sweep name under ./results, as `sweeper run` stores it
-    return os.path.dirname(path), os.path.basename(path)
 
 
 def open_sweeps(results: str | os.PathLike, sweep: str | Sequence[str] | None = None,
@@ -232,7 +212,8 @@ def _split_where(text: str | None, trial_names: set[str],
     if text is None:
         return None, None
     on_trials, on_trajectories = [], []
-    for term in where_lang.conjuncts(where_lang.parse(text)):
+    for term in where_lang.conjuncts(_short_names_resolved(where_lang.parse(text), trial_names,
+                                                           trajectory_names)):
         names = where_lang.names(term)
         if names <= trial_names:
             on_trials.append(term)
@@ -248,6 +229,19 @@ def _split_where(text: str | None, trial_names: set[str],
                 "level, or use an SQL query")
         on_trajectories.append(term)
     return where_lang.join_and(on_trials), where_lang.join_and(on_trajectories)
+
+
+def _short_names_resolved(node: where_lang.Node, trial_names: set[str],
+                          trajectory_names) -> where_lang.Node:
+    """Names of neither table resolved as query's --columns are (`heads` -> `model.heads`)."""
+    unknown = where_lang.names(node) - trial_names
+    if unknown:
+        unknown -= trajectory_names()
+    if not unknown:
+        return node
+    available = sorted(trial_names | trajectory_names())
+    return where_lang.renamed(node, {n: resolve_column(n, available, "where", "",
+                                                       AnalysisInputError) for n in unknown})
 
 
 def _split_columns(columns: Sequence[str] | None, trial_names: set[str],

@@ -21,6 +21,7 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from sweeper.results.reading import to_frame
+from sweeper.results.schema import resolve_column
 from sweeper.results.store import without_superseded
 
 from .errors import AnalysisInputError
@@ -187,18 +188,9 @@ def _with_context(results, sweep, columns: Sequence[str], table: str,
 
 
 def _resolve(name: str, available: Sequence[str], table: str, field: str = "--columns") -> str:
-    if name in available:
-        return name
-    matches = [c for c in available if c.split(".")[-1] == name
-               or c in (f"final_{name}", f"best_{name}")]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        every_step = (" (or query table 'trajectories' for every logged step)"
-                      if table == "trials" else "")
-        raise AnalysisInputError(f"{field} {name}: ambiguous; allowed: one of "
-                                 f"{', '.join(matches)}{every_step}")
-    return name  # load() names it unknown, with the columns available
+    every_step = (" (or query table 'trajectories' for every logged step)"
+                  if table == "trials" else "")
+    return resolve_column(name, available, field, every_step, AnalysisInputError)
 
 
 def _swept(trials: pd.DataFrame) -> list[str]:

@@ -269,6 +269,25 @@ def names(node: Node) -> set[str]:
     return {node.operand.name}
 
 
+def renamed(node: Node, names: Mapping[str, str]) -> Node:
+    """The condition with column names replaced (`heads` -> `model.heads`)."""
+    def name(operand):
+        return Name(names.get(operand.name, operand.name)) if isinstance(operand, Name) \
+            else operand
+
+    if isinstance(node, BoolOp):
+        return BoolOp(node.op, tuple(renamed(item, names) for item in node.items))
+    if isinstance(node, Not):
+        return Not(renamed(node.item, names))
+    if isinstance(node, Compare):
+        return Compare(node.op, name(node.left), name(node.right))
+    if isinstance(node, InList):
+        return InList(name(node.operand), node.values, node.negate)
+    if isinstance(node, IsNull):
+        return IsNull(name(node.operand), node.negate)
+    return Truth(name(node.operand))
+
+
 def join_and(nodes: list[Node]) -> Node | None:
     if not nodes:
         return None

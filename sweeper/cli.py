@@ -140,7 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True, help="a task id, e.g. copy-v1 (see sweeper tasks)")
     p.add_argument("--model", required=True,
                    help="a model id that trains on the task, e.g. seq2seq")
+    from sweeper.overrides import set_item
+
     p.add_argument("--set", action="append", default=[], metavar="GROUP.NAME=VALUE",
+                   type=set_item,
                    help="a task, model or train parameter, e.g. task.length=16 (repeatable)")
     p.add_argument("--steps", type=int_argument(), help="optimiser steps (train.steps)")
     p.add_argument("--lr", type=float, help="learning rate (train.lr), e.g. 1e-3")

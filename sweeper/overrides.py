@@ -16,6 +16,19 @@ from collections.abc import Mapping
 from typing import Any
 
 
+def set_item(text: str) -> str:
+    """`--set`'s argparse type: KEY=VALUE, so that `--set seeds 3` is one line naming --set
+    (not the whole command's usage, about a stray `3`)."""
+    import argparse
+
+    from sweeper.numbers import shown
+
+    if "=" not in text or not text.partition("=")[0].strip():
+        raise argparse.ArgumentTypeError(f"got {shown(text)}; allowed: KEY=VALUE in one word, "
+                                         "e.g. seeds=3, heads=4 or model.heads=1,4")
+    return text
+
+
 def sweep_from(source: str | os.PathLike | Mapping[str, Any],
                overrides: Mapping[str, Any] | None = None, sets: list[str] | None = None):
     """A validated `SweepFile` from a path, YAML text or a mapping, with overrides merged and
@@ -104,6 +117,7 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
     import copy
 
     from sweeper.numbers import shown
+    from sweeper.results.schema import resolve_column
     from sweeper.search_space import GROUPS, TOP_KEYS, SweepFileError
     from sweeper.sweep_fields import key_path
 
@@ -116,8 +130,11 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
             raise SweepFileError(f"--set: got {shown(item)}; allowed: KEY=VALUE such as "
                                  "model.width=48, model.heads=1,4 or seeds=4")
         if len(path) == 1 and path[0] not in TOP_KEYS:
-            raise SweepFileError(f"{label}: unknown key{_group_hint(out, path[0])}; allowed: "
-                                 f"GROUP.NAME (task, model, train) or a key of the file: "
+            path = resolve_column(path[0], _parameters(out), label,
+                                  error=SweepFileError).split(".")
+        if len(path) == 1 and path[0] not in TOP_KEYS:
+            raise SweepFileError(f"{label}: unknown key; allowed: GROUP.NAME (task, model, "
+                                 f"train), a parameter's NAME, or a key of the file: "
                                  f"{', '.join(TOP_KEYS)}")
         value, values = _set_value(label, raw)
         if path[0] in GROUPS and len(path) == 2:
@@ -175,23 +192,20 @@ def _set_value(label: str, raw: str) -> tuple[Any, list | None]:
                              "(an axis) or comma-separated [lists] (an axis of lists)") from None
 
 
-def _group_hint(data: Mapping[str, Any], name: str) -> str:
-    """' (did you mean model.width?)' when `name` is a parameter of the file's task or model,
-    or a train parameter."""
+def _parameters(data: Mapping[str, Any]) -> list[str]:
+    """GROUP.NAME of every parameter of the file's task and model and of train: what a short
+    `--set NAME=VALUE` resolves against (`heads=4` -> model.heads)."""
     from sweeper.errors import SweeperInputError
     from sweeper.families import MODELS, TASKS
     from sweeper.spec import TRAIN_PARAMS
 
-    groups = []
+    names = []
     for group, registry in (("task", TASKS), ("model", MODELS)):
         try:
-            if name in {p.name for p in registry.get(str(data.get(group))).params}:
-                groups.append(group)
+            names += [f"{group}.{p.name}" for p in registry.get(str(data.get(group))).params]
         except SweeperInputError:
             pass
-    if name in {p.name for p in TRAIN_PARAMS}:
-        groups.append("train")
-    return f" (did you mean {' or '.join(f'{g}.{name}' for g in groups)}?)" if groups else ""
+    return names + [f"train.{p.name}" for p in TRAIN_PARAMS]
 
 
 def _looks_like_yaml(text: str) -> bool:

@@ -10,8 +10,7 @@ import sys
 from sweeper.errors import SweeperInputError
 from sweeper.numbers import shown
 from sweeper.report import table
-
-DEFAULT_RESULTS = "./results"
+from sweeper.results.location import DEFAULT_RESULTS, SWEEP_FORMS
 
 
 def _results_root(args: argparse.Namespace, sweep=None) -> str:
@@ -34,7 +33,8 @@ def _load_with_sets(path: str, sets: list[str] | None):
 
 
 SET_HELP = ("override the file: model.width=48 (a fixed value), model.heads=1,4 (an axis), "
-            "seeds=4, budget.steps=100, name=other (repeatable)")
+            "heads=4 (a parameter's own name, when one group has it), seeds=4, "
+            "budget.steps=100, name=other (repeatable)")
 
 
 def _warn_if_refused(plan, store) -> None:
@@ -147,18 +147,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _sweep_name_and_store(args: argparse.Namespace):
-    """`SWEEP` as a name under --results, a RESULTS/SWEEP path or URI, or a sweep file."""
+    """The sweep SWEEP names (`sweeper.results.location.locate_sweep`: a name under --results,
+    RESULTS/SWEEP, or the sweep file), its location and its store."""
     from sweeper.results import Store
+    from sweeper.results.location import locate_sweep
 
-    target = args.sweep
-    if target.endswith((".yaml", ".yml")) and os.path.exists(target):
-        sweep = _load(target)
-        return sweep.name, Store.open(_results_root(args, sweep))
-    path, mark, query = target.partition("?")  # s3://bucket/root/SWEEP?endpoint_override=...
-    if args.results is None and "/" in path.rstrip("/"):
-        root, name = path.rstrip("/").rsplit("/", 1)
-        return name, Store.open((root or "/") + mark + query)
-    return target, Store.open(_results_root(args))
+    location = locate_sweep(args.sweep, args.results)
+    return location, Store.open(location.results)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -166,15 +161,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     from sweeper.search_space import parse_sweep
     from sweeper.strategies import strategy_class
 
-    name, store = _sweep_name_and_store(args)
+    location, store = _sweep_name_and_store(args)
+    name = location.name
     manifest = store.read_manifest(name, reader=True)  # damaged: warned of, read as {}
     if manifest is None:
         raise SweeperInputError(f"SWEEP: got {shown(name)}; no sweep of that name under "
                                 f"{store.uri}")
     counts = store.status_counts(name)
     stored = store.stored_ids(name)
-    if args.sweep.endswith((".yaml", ".yml")) and os.path.exists(args.sweep):
-        sweep = _load(args.sweep)  # pending against the file as it is now
+    if location.file is not None:
+        sweep = _load(location.file)  # pending against the file as it is now
     else:
         sweep = parse_sweep(manifest["sweep_file"]) if manifest.get("sweep_file") else None
     if sweep is not None and not strategy_class(sweep.search.type).adaptive:
@@ -209,7 +205,8 @@ def _driver(store, name: str, manifest: dict) -> tuple[str, str | None, float | 
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    name, store = _sweep_name_and_store(args)
+    location, store = _sweep_name_and_store(args)
+    name = location.name
     if store.read_manifest(name, reader=True) is None and not store.files(name, "trials"):
         raise SweeperInputError(f"SWEEP: got {shown(name)}; no sweep of that name under "
                                 f"{store.uri}")
@@ -217,6 +214,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     with acquire(store, name):  # never while a driver writes the sweep
         before, rows = store.compact(name)
+    if args.json:
+        print(json.dumps({"sweep": name, "files_before": before, "files_after": min(before, 1),
+                          "trials": rows, "compacted": before > 1}))
+        return 0
     print(f"{name}: {before} trial files merged into 1 ({rows} trials)" if before > 1
           else f"{name}: nothing to compact ({before} file)")
     return 0
@@ -236,6 +237,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from sweeper.numbers import int_argument
+    from sweeper.overrides import set_item
     from sweeper.sweep_fields import MAX_CPUS, MAX_PACK_SIZE, MAX_RETRIES
 
     p = sub.add_parser("plan", help="show what a sweep file expands to; runs nothing")
@@ -245,7 +247,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="trials to list (default 10)")
     p.add_argument("--workers", type=int_argument(1, MAX_CPUS), default=os.cpu_count() or 1,
                    help="workers assumed for the automatic pack size and the estimate")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", type=set_item,
+                   help=SET_HELP)
     p.add_argument("--address", help="the Ray cluster the sweep will run on (as run's "
                    "--address): this machine's device and memory are not checked, and the "
                    "estimate comes only from stored trials (no timed probe here)")
@@ -257,7 +260,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("run", help="run a sweep (embedded local Ray unless --address)")
     p.add_argument("file")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=SET_HELP)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", type=set_item,
+                   help=SET_HELP)
     p.add_argument("--wait", action="store_true",
                    help="if another driver runs this sweep, wait for it instead of exiting")
     p.add_argument("--extend", action="store_true",
@@ -282,10 +286,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     for name, func, text in (("status", cmd_status, "done / failed / pending counts"),
                              ("compact", cmd_compact, "merge a sweep's small Parquet files")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("sweep", help="a sweep name, RESULTS/SWEEP, or the sweep file")
-        p.add_argument("--results", help=f"results root (default {DEFAULT_RESULTS})")
-        if name == "status":
-            p.add_argument("--json", action="store_true", help="print the counts as JSON")
+        p.add_argument("sweep", metavar="SWEEP", help=SWEEP_FORMS)
+        p.add_argument("--results", help=f"results root (default: the sweep file's, else "
+                                         f"{DEFAULT_RESULTS})")
+        p.add_argument("--json", action="store_true", help="print the counts as JSON"
+                       if name == "status" else "print what was merged as JSON")
         p.set_defaults(func=func)
 
     p = sub.add_parser("submit", help="submit a sweep as a Ray job and stream its progress")

@@ -21,7 +21,7 @@ from synthetic_stores import compact_sweep
 import analysis
 from analysis import AnalysisInputError, load
 from analysis import where as where_lang
-from analysis.load import pack_of_file, split_sweep_dir
+from analysis.load import pack_of_file
 from sweeper.results import ResultsInputError
 
 try:
@@ -76,10 +76,13 @@ def test_several_sweeps_load_into_one_frame(store):
 def test_sweep_folder_and_uri_forms(store):
     assert len(load(store / "copy").trials) == 144  # the sweep folder itself
     assert len(load(f"file://{store}", "topic").trials) == 144  # a pyarrow.fs URI
-    assert split_sweep_dir("s3://bucket/results/quick/") == ("s3://bucket/results", "quick")
-    assert split_sweep_dir("s3://b/r/quick?endpoint_override=http://h:9000&scheme=http") == (
-        "s3://b/r?endpoint_override=http://h:9000&scheme=http", "quick")
-    assert split_sweep_dir(store / "copy") == (str(store), "copy")
+    from sweeper.results.location import SweepLocation, locate_sweep
+
+    assert locate_sweep("s3://bucket/results/quick/") == SweepLocation("s3://bucket/results",
+                                                                       "quick")
+    assert locate_sweep("s3://b/r/quick?endpoint_override=http://h:9000&scheme=http") == (
+        SweepLocation("s3://b/r?endpoint_override=http://h:9000&scheme=http", "quick"))
+    assert locate_sweep(store / "copy") == SweepLocation(str(store), "copy")
 
 
 # ---------------------------------------------------------------- pushdown

@@ -78,3 +78,27 @@ def trials_schema(config_types: Mapping[str, pa.DataType], metrics: Iterable[Met
     fields += summary_fields(metrics)
     return pa.schema(fields)
 
+
+
+def resolve_column(name: str, available: Iterable[str], field: str, hint: str = "",
+                   error: type[Exception] | None = None) -> str:
+    """A column (or parameter) as people write it: `heads` for `model.heads`, `accuracy` for
+    `final_accuracy`. The one lookup of every flag that names a column (query's --columns and
+    --where, phase's --x/--y/--facet, best's --metric, run's --set): the name itself when it
+    is one; else the one name whose last dotted part it is, or its `final_`/`best_` column;
+    several are refused in one line naming `field` and them (`hint` added; raised as `error`,
+    default `ResultsInputError`); none: the name as given, for the caller to name unknown
+    with what it has."""
+    available = list(available)
+    if name in available:
+        return name
+    matches = [c for c in available if c.split(".")[-1] == name
+               or c in (f"final_{name}", f"best_{name}")]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        from sweeper.results.errors import ResultsInputError
+
+        raise (error or ResultsInputError)(f"{field} {name}: ambiguous; allowed: one of "
+                                f"{', '.join(matches)}{hint}")
+    return name
