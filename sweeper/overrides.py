@@ -130,7 +130,7 @@ def apply_sets(data: Mapping[str, Any], sets: list[str]) -> dict[str, Any]:
             raise SweepFileError(f"--set: got {shown(item)}; allowed: KEY=VALUE such as "
                                  "model.width=48, model.heads=1,4 or seeds=4")
         if len(path) == 1 and path[0] not in TOP_KEYS:
-            path = resolve_column(path[0], _parameters(out), label,
+            path = resolve_column(path[0], _parameters(out), "--set",
                                   error=SweepFileError).split(".")
         if len(path) == 1 and path[0] not in TOP_KEYS:
             raise SweepFileError(f"{label}: unknown key; allowed: GROUP.NAME (task, model, "
