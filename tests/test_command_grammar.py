@@ -116,7 +116,7 @@ def test_a_name_that_is_no_sweep_is_one_line_naming_the_argument_and_where(sweep
     extra = {"best": ["--metric", "final_accuracy"], "phase": ["--x", "a", "--y", "b"]}
     rc, out, err = cli([command, "nosuch", "--results", str(results), *extra.get(command, [])])
     assert rc == 2 and out == ""
-    assert err.count("\n") == 1 and "SWEEP: no sweep 'nosuch' under" in err
+    assert err.count("\n") == 1 and "SWEEP: got 'nosuch'; no sweep of that name under" in err
     assert str(results) in err and NAME in err  # where it looked, and what is there
 
 

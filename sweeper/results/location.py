@@ -132,5 +132,5 @@ def _check_local(location: SweepLocation, argument: str) -> None:
     found = sorted(n for n in (os.listdir(root) if os.path.isdir(root) else ())
                    if _is_sweep(os.path.join(root, n)))
     given = f" (from {location.file})" if location.file else ""
-    raise ResultsInputError(f"{argument}: no sweep {shown(location.name)}{given} under {root}; "
-                            f"sweeps there: {', '.join(found) or 'none'}")
+    raise ResultsInputError(f"{argument}: got {shown(location.name)}{given}; no sweep of that "
+                            f"name under {root}; sweeps there: {', '.join(found) or 'none'}")
