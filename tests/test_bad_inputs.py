@@ -735,9 +735,10 @@ def _text_faults() -> list[Fault]:
 
 
 def _set_faults() -> list[Fault]:
-    """`--set` items that are not KEY=VALUE, not YAML, or not a key of the file."""
+    """`--set` items that are not YAML, or not a key of the file (not KEY=VALUE: argparse's
+    refusal, tests/test_command_grammar.py)."""
     text = yaml.safe_dump(BASE, sort_keys=False)
-    items = ["seeds=[1", "seeds={", "=4", "seeds", "", "model.width=abc", "model.width=1,",
+    items = ["seeds=[1", "seeds={", "model.width=abc", "model.width=1,",
              "nope=1", "model.nope=1", "a.b.c.d=1", "fixed=3", "axes.task=[1]",
              "seeds=" + _nested_list(40), "name=\"x\\n\"", "name=\"x\\u202ey\"",
              "device=cuda:x", "search.type=nope", "resources=[1, 2]", "retries=1,2",

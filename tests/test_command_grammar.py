@@ -212,3 +212,21 @@ def test_set_without_equals_is_one_line_naming_set(sweep):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.count("\n") == 1
     assert "argument --set: got 'seeds'; allowed: KEY=VALUE" in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["plan", "run", "train"])
+@pytest.mark.parametrize("item", ["seeds", "=4", ""])
+def test_a_set_that_is_not_key_equals_value_is_refused_by_the_parser(sweep, command, item,
+                                                                    capsys, tmp_path):
+    from sweeper.cli import main
+
+    _, file = sweep
+    argv = ([command, str(file)] if command != "train" else
+            [command, "--task", "copy-v1", "--model", "seq2seq", "--out", str(tmp_path / "t")])
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--set", item, "--results" if command != "train" else "-v",
+              *([str(tmp_path / "r")] if command != "train" else [])])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert f"sweeper {command}: error: argument --set: got {item!r}; allowed: KEY=VALUE" in err
+    assert list(tmp_path.iterdir()) == []
