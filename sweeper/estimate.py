@@ -22,7 +22,7 @@ packs it trains at once (`Parallelism`):
 - **start and stop**: the local executor trains in this process (nothing to start but its
   first pack's warm-up); embedded Ray starts its processes and a worker per slot (each
   imports torch) and stops them. These are seconds measured on the 2-core dev machine
-  (docs/performance.md, "Estimates against runs"), scaled by the machine's load now
+  (docs/performance.md, "Estimates against runs (issue 27)"), scaled by the machine's load now
   (`load_factor`), since a loaded machine starts processes proportionally slower.
 """
 
