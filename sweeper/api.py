@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -44,6 +45,10 @@ class SweepResult:
     pending: int | None = None  # trials of this run's plan not stored (None: cannot say)
     exit_status: int = 0  # what `sweeper run` exits with: 0, or 130 / 143 when interrupted
     shared: int = 0  # of `ran`: trials stored with an equivalent trial's training (plan.Sharing)
+    taken_s: float | None = None  # wall seconds from the executor's start to its stop
+    estimate: Any = field(default=None, repr=False)  # sweeper.estimate.Estimate made before
+    # training (what `sweeper plan` says), or None (nothing to train; a cluster, no stored
+    # trials of the shape)
 
     def to_json(self) -> dict[str, Any]:
         """The run's summary as plain data (`sweeper run --json`; docs/python-api.md)."""
@@ -54,7 +59,18 @@ class SweepResult:
                 "seconds": round(self.seconds, 3), "trials_per_s": round(self.trials_per_s, 4),
                 "status": self.status, "interrupted": self.interrupted,
                 "pending": self.pending, "shared": self.shared, "outcome": self.outcome,
+                "taken_s": None if self.taken_s is None else round(self.taken_s, 3),
+                "estimate": None if self.estimate is None else self.estimate.to_json(),
                 "cells": cells}
+
+    def timing(self) -> str:
+        """`took 48 s (estimated 45 s)`: the wall time against the estimate made before
+        training (`sweeper.estimate.estimate_run`, what `sweeper plan` prints)."""
+        if self.taken_s is None:
+            return ""
+        said = "no estimate" if self.estimate is None else \
+            f"estimated {self.estimate.seconds:.0f} s"
+        return f"took {self.taken_s:.0f} s ({said})"
 
     @property
     def trials_per_s(self) -> float:
@@ -86,10 +102,11 @@ class SweepResult:
         stopped = " (interrupted)" if self.interrupted else ""
         shared = (f" ({self.ran - self.shared} trained, {self.shared} sharing an equivalent "
                   "trial's training)" if self.shared else "")
+        took = f"; {self.timing()}" if self.taken_s is not None else ""
         return (f"sweep {self.sweep}{stopped}: ran {_count(self.ran, 'trial')}{shared} in "
                 f"{self.seconds:.1f} s "
-                f"({self.trials_per_s:.2f} trials/s{packs}); stored: {stored}; results in "
-                f"{self.results.rstrip('/')}/{self.sweep}")
+                f"({self.trials_per_s:.2f} trials/s{packs}){took}; stored: {stored}; results "
+                f"in {self.results.rstrip('/')}/{self.sweep}")
 
     def cell_table(self, max_rows: int = 40) -> str:
         """Per cell: trials, seeds counted, success share with its Wilson interval, median
@@ -172,16 +189,31 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         store.recover(spec.name)  # damaged files moved aside (one line each) before any read
         if address is None:  # under the lease: a second driver is refused at once, not after
             prepare_native_kernels(spec, plan, store)  # a first build of the kernels
+        estimated = _estimate(spec, plan, store, executor, address, num_cpus, pack_size,
+                              memory)
+        started = time.perf_counter()
         with runner:
             summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,
                                 extend=extend, overrides=list(sets or []), memory=memory,
                                 plan=plan, notices=notices)  # said once admitted
+        taken = time.perf_counter() - started
     outcome = spec.family.phase_outcome
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
                        _stored_cells(store, spec, outcome), outcome, summary["interrupted"],
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0,
-                       summary["shared"])
+                       summary["shared"], taken, estimated)
+
+
+def _estimate(spec, plan, store, executor: str, address: str | None, num_cpus: int | None,
+              pack_size: int | None, memory: int | None):
+    """The run's estimate before it trains: what `sweeper plan` with the same executor says
+    (`sweeper.estimate.estimate_for`), against what is stored now."""
+    from sweeper.estimate import estimate_for, parallelism
+
+    how = parallelism(executor, spec, address=address, num_cpus=num_cpus)
+    return estimate_for(plan.with_stored(store.done_ids(spec.name)), store, how,
+                        pack_size or spec.pack_size, memory, probe=address is None)
 
 
 def _lease(store, sweep: str, wait: bool, stream, stop):

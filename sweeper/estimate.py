@@ -1,61 +1,202 @@
-"""What a sweep will cost before it runs: `sweeper plan`'s estimate of its wall time.
+"""What a sweep will cost before it runs: the wall-time estimate `sweeper plan` prints and
+`sweeper run` compares with what it took (`estimate_run`, the one function both call).
 
-Two sources, the better first:
+The estimate is the executor's start and stop, plus the packs it will train spread over the
+packs it trains at once (`Parallelism`):
 
-- **stored trials of the same shape**: a stored trial's `wall_time_s` is its share of its
-  pack's time (pack time / K); the pending trials of a shape take the median of that shape's
-  stored ones, scaled by their step budget.
-- **a timed probe**: two short trainings of two models of the largest pending pack (2 and 4
-  steps, each with the evaluations at start and end), so that a step's and an evaluation's
-  cost separate; a pack's time is then its models x (steps x step + evaluations x
-  evaluation). Run in this process on the threads a pack gets (`resources.cpu`); it is an
-  estimate, labelled so. Measured against the runs (2 workers, a loaded 2-core machine):
-  quick 410 s estimated vs 498 s, snell_uniform 162 s vs 233 s; what it leaves out (Ray's start,
-  each pack's set-up, the driver's writes) makes it err low by 20-30% on sweeps this short.
-
-Packs are then put on the executor's workers longest first (each to the least loaded worker),
-and the estimate is the most loaded worker's time.
+- **which packs**: a grid or random search's packs are cut as the run cuts them
+  (`packing.form_packs` for the executor's slots); an adaptive search (optuna, boundary)
+  decides its packs while it runs, so its budget's worth of representative packs stands in
+  (`SearchRules.budget_packs`) and the estimate says it is from the budget (an upper bound
+  where the search may stop early).
+- **what a pack costs**, the better source first: stored trials of the same shape (a stored
+  trial's `wall_time_s` is its share of its pack's time, pack time / K; the median per step of
+  that shape, scaled by the pending step budget); else a timed probe: short trainings of the
+  largest pending pack (4 and 8 steps, each with the evaluations at start and end, the faster
+  of two tries each) on the threads a pack gets, so that a step's and an evaluation's cost separate
+  (`StepCost`); a pack's time is then its models x (steps x step + evaluations x evaluation).
+  The probe measures this machine's speed as it is now (a loaded machine gives a slower step).
+- **where they run**: packs go to the executor's slots longest first, each to the least loaded
+  slot (as `packing.longest_first` hands them out), and each pack adds the executor's fixed
+  per-pack cost (the driver's writes; Ray's dispatch); the slowest slot's time is the training.
+- **start and stop**: the local executor trains in this process (nothing to start but its
+  first pack's warm-up); embedded Ray starts its processes and a worker per slot (each
+  imports torch) and stops them. These are seconds measured on the 2-core dev machine
+  (docs/performance.md, "Estimates against runs (issue 27)"), scaled by the machine's load now
+  (`load_factor`), since a loaded machine starts processes proportionally slower.
 """
 
 from __future__ import annotations
 
 import heapq
+import os
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from sweeper.spec import TrialSpec
 
-PROBE_STEPS = 2
-PROBE_MODELS = 2  # models in the probe's pack: per-model cost, extrapolated to full packs
+if TYPE_CHECKING:
+    from sweeper.plan import Plan
+    from sweeper.search_space import SweepFile
+
+PROBE_STEPS = 4
+PROBE_MODELS = 16  # at most this many models of the largest pack train in the probe
+
+# Seconds measured on the 2-core dev machine with nothing else running (docs/performance.md,
+# "Estimates against runs"); scaled by `load_factor`.
+RAY_START_S = 17.0  # import Ray and Tune, start the embedded node (GCS, raylet), and stop it
+RAY_WORKER_START_S = 6.0  # a Tune trial's first worker process: Python, torch, sweeper
+RAY_PACK_S = 1.0  # per pack on Ray: Tune's dispatch and result round trip, the driver's writes
+RAY_CLUSTER_START_S = 3.0  # connecting to an existing cluster (--address) and leaving it
+LOCAL_START_S = 1.0  # the local executor: its first pack's warm-up in this process
+LOCAL_PACK_S = 0.3  # per pack in this process: the driver's writes of its results
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One model's cost in a pack: a training step, and an evaluation (with the pack's share
+    of its set-up), in seconds."""
+
+    step_s: float
+    evaluation_s: float
+
+    def pack_seconds(self, pack: list[TrialSpec]) -> float:
+        train = pack[0].train
+        return len(pack) * (self.step_s * train["steps"]
+                            + self.evaluation_s * evaluations(train))
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How an executor runs packs: how many at once (`slots`), on how many threads each, what
+    its start and stop cost (`start_s`) and what each pack adds (`per_pack_s`)."""
+
+    executor: str
+    slots: int
+    threads: float
+    start_s: float
+    per_pack_s: float
+    how: str  # said in the estimate's line
+
+    def to_json(self) -> dict[str, Any]:
+        return {"executor": self.executor, "parallel": self.slots, "threads": self.threads,
+                "start_stop_s": round(self.start_s, 3), "per_pack_s": round(self.per_pack_s, 3)}
 
 
 @dataclass(frozen=True)
 class Estimate:
-    seconds: float  # wall time of the pending packs on `workers` workers
-    basis: str  # "stored trials" or "timed probe" (and of what)
-    workers: int
+    seconds: float  # start and stop + training
+    training_s: float  # the pending packs on `parallelism.slots`, longest first
+    basis: str  # stored trials or a timed probe (and of what)
+    parallelism: Parallelism
+    packs: int
+    budget: int | None = None  # an adaptive search: the trials its budget allows (from it)
+
+    @property
+    def workers(self) -> int:
+        return self.parallelism.slots
 
     def line(self) -> str:
-        return (f"estimate: {_duration(self.seconds)} on {self.workers} worker"
-                f"{'s' * (self.workers != 1)} (from {self.basis})")
+        p = self.parallelism
+        upto = "up to " if self.budget is not None else ""
+        budget = (f"; from the search's budget of {self.budget} trials"
+                  if self.budget is not None else "")
+        packs = f"{self.packs} pack{'s' * (self.packs != 1)}"
+        return (f"estimate: {upto}{duration(self.seconds)} with {p.how} (training "
+                f"{duration(self.training_s)} in {packs} + start/stop {duration(p.start_s)}; "
+                f"from {self.basis}{budget})")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seconds": round(self.seconds, 3), "training_s": round(self.training_s, 3),
+                "workers": self.workers, "packs": self.packs, "basis": self.basis,
+                "from_budget": self.budget is not None, "budget_trials": self.budget,
+                **self.parallelism.to_json()}
 
 
-def estimate(packs: list[list[TrialSpec]], workers: int, stored=None,
-             threads: float = 1, probe: bool = True) -> Estimate | None:
-    """The pending packs' wall time; `stored` is the sweep's trials table (pandas) or None.
-    Without `probe` (the packs train elsewhere) only stored trials estimate it (else None)."""
+def load_factor() -> float:
+    """How much slower than quiet this machine runs now: the last minute's load average over
+    its CPUs, at least 1 (a machine with twice as much to run as cores starts processes about
+    twice as slowly)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not every platform has one
+        return 1.0
+    return max(1.0, load / (os.cpu_count() or 1))
+
+
+def parallelism(executor: str, sweep: SweepFile, *, address: str | None = None,
+                num_cpus: int | None = None, workers: int | None = None,
+                load: float | None = None) -> Parallelism:
+    """How `executor` ("local" or "ray", `sweeper.executors`) will schedule this sweep's packs,
+    as it does: the local executor one pack at a time on one thread (`LocalExecutor`); Ray
+    as many as its CPUs (`num_cpus`, else this machine's; a cluster's: `workers`) hold packs
+    of `resources.cpu` (and GPUs of `resources.gpu`). `workers` overrides the slots."""
+    scale = load_factor() if load is None else load
+    if executor == "local":
+        slots = workers or 1
+        return Parallelism("local", slots, 1, LOCAL_START_S * scale, LOCAL_PACK_S * scale,
+                           f"the local executor ({_slots(slots)} in this process)")
+    cpu, gpu = sweep.resources["cpu"], sweep.resources["gpu"]
+    cpus = num_cpus or os.cpu_count() or 1
+    slots = int(cpus // max(cpu, 1e-9))
+    if gpu and address is None:
+        import torch
+
+        slots = min(slots, int(torch.cuda.device_count() // gpu))
+    slots = max(1, workers or slots)
+    if address is not None:
+        return Parallelism("ray", slots, cpu, RAY_CLUSTER_START_S * scale, RAY_PACK_S * scale,
+                           f"Ray at {address} ({_slots(slots)}, assumed)")
+    start = (RAY_START_S + RAY_WORKER_START_S * min(slots, cpus)) * scale
+    return Parallelism("ray", slots, cpu, start, RAY_PACK_S * scale,
+                       f"embedded Ray ({_slots(slots)}: {cpus:g} CPUs / {cpu:g} per pack)")
+
+
+def _slots(n: int) -> str:
+    return f"{n} pack{'s' * (n != 1)} at once"
+
+
+def estimate_run(plan: Plan, stored_table, how: Parallelism, pack_size: int | None = None,
+                 pack_bytes: int | None = None, probe: bool = True,
+                 cost: StepCost | None = None) -> Estimate | None:
+    """The wall time of running `plan`'s pending trials with `how` (see the module's
+    docstring): what `sweeper plan` prints and `sweeper run` compares with what it took.
+    `stored_table`: the sweep's trials (pandas) or None. Without `probe` (the packs train
+    elsewhere) only stored trials, or a given `cost`, estimate it (else None). None when
+    nothing trains."""
+    from sweeper.packing import form_packs, longest_first
+
+    budget = None
+    if plan.adaptive:
+        packs = longest_first(plan.strategy.budget_packs(plan))
+        budget = sum(map(len, packs))
+    else:
+        packs = form_packs(plan.sharing.trainings, pack_size, how.slots, pack_bytes)
     if not packs:
         return None
-    per_pack = _from_store(packs, stored)
+    per_pack = _from_store(packs, stored_table)
     basis = "stored trials of the same shape"
-    if per_pack is None and not probe:
-        return None
     if per_pack is None:
-        per_pack = _from_probe(packs, threads)
-        basis = (f"a timed probe: {PROBE_STEPS} and {2 * PROBE_STEPS} steps of "
-                 f"{min(PROBE_MODELS, max(map(len, packs)))} models")
-    return Estimate(_makespan(per_pack, workers), basis, workers)
+        if cost is None and not probe:
+            return None
+        if cost is None:
+            cost = measure_step_cost(max(packs, key=len), how.threads)
+            basis = (f"a timed probe: {PROBE_STEPS} and {2 * PROBE_STEPS} steps of "
+                     f"{min(PROBE_MODELS, max(map(len, packs)))} models")
+        else:
+            basis = f"a given cost ({cost.step_s:g} s a step, {cost.evaluation_s:g} s an " \
+                    "evaluation)"
+        per_pack = [cost.pack_seconds(p) for p in packs]
+    training = makespan([t + how.per_pack_s for t in per_pack], how.slots)
+    return Estimate(how.start_s + training, training, basis, how, len(packs), budget)
+
+
+def evaluations(train: dict) -> int:
+    """Evaluations of a training: at step 0, every `eval_every` steps, and at its last step."""
+    steps, every = train["steps"], train["eval_every"]
+    return steps // every + 1 + (steps % every > 0)
 
 
 def _from_store(packs: list[list[TrialSpec]], stored) -> list[float] | None:
@@ -66,12 +207,12 @@ def _from_store(packs: list[list[TrialSpec]], stored) -> list[float] | None:
         ok = ok[ok["shared_with"].isna()]
     times: dict[tuple, list[float]] = {}
     for row in ok.to_dict("records"):
-        times.setdefault(_shape_of_row(row), []).append(float(row["wall_time_s"])
-                                                        / max(1, row["train.steps"]))
+        times.setdefault(_shape_columns(row), []).append(float(row["wall_time_s"])
+                                                         / max(1, row["train.steps"]))
     out = []
     for pack in packs:
         spec = pack[0]
-        seen = times.get(_shape_of_spec(spec))
+        seen = times.get(_shape_columns(spec.flat()))
         if not seen:
             return None
         out.append(statistics.median(seen) * spec.train["steps"] * len(pack))
@@ -85,22 +226,17 @@ def _shape_columns(flat: dict) -> tuple:
     return tuple(flat.get(k) for k in keep)
 
 
-def _shape_of_row(row: dict) -> tuple:
-    return _shape_columns(row)
-
-
-def _shape_of_spec(spec: TrialSpec) -> tuple:
-    return _shape_columns(spec.flat())
-
-
-def _from_probe(packs: list[list[TrialSpec]], threads: float) -> list[float]:
-    from dataclasses import replace
-
+def measure_step_cost(pack: list[TrialSpec], threads: float) -> StepCost:
+    """Time short trainings of `pack` (up to `PROBE_MODELS` of its models: a batched step's
+    cost per model falls as a pack grows, so the probe trains a pack the size the run does)
+    here, on `threads` threads: a step's and an evaluation's cost per model on this machine as
+    it is now. Each length is timed twice and the faster kept (a moment's load from elsewhere
+    is not the machine's speed)."""
     from sweeper.train import train_pack
     from sweeper.workers import pin_threads
 
-    pin_threads(threads)
-    probe = max(packs, key=len)[:PROBE_MODELS]
+    probe = pack[:PROBE_MODELS]
+    pin_threads(threads)  # the threads a pack trains on
 
     def timed(steps: int) -> float:
         specs = [replace(s, train={**s.train, "steps": steps, "eval_every": steps})
@@ -110,19 +246,14 @@ def _from_probe(packs: list[list[TrialSpec]], threads: float) -> list[float]:
         return time.perf_counter() - start
 
     timed(1)  # warm-up: imports, allocator, TorchScript (its time is not used)
-    short, long = timed(PROBE_STEPS), timed(2 * PROBE_STEPS)
-    step = max(0.0, (long - short) / PROBE_STEPS) / len(probe)  # per model
+    short = min(timed(PROBE_STEPS) for _ in range(2))
+    long = min(timed(2 * PROBE_STEPS) for _ in range(2))
+    step = max(0.0, (long - short) / PROBE_STEPS) / len(probe)
     evaluation = max(0.0, short - step * len(probe) * PROBE_STEPS) / 2 / len(probe)
-    out = []
-    for pack in packs:
-        train = pack[0].train
-        evals = train["steps"] // train["eval_every"] + 1 + (train["steps"] % train["eval_every"]
-                                                             > 0)
-        out.append(len(pack) * (step * train["steps"] + evaluation * evals))
-    return out
+    return StepCost(step, evaluation)
 
 
-def _makespan(times: list[float], workers: int) -> float:
+def makespan(times: list[float], workers: int) -> float:
     """Longest first, each to the least loaded of `workers`: the most loaded one's time."""
     loads = [0.0] * max(1, workers)
     heapq.heapify(loads)
@@ -131,8 +262,19 @@ def _makespan(times: list[float], workers: int) -> float:
     return max(loads)
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     seconds = int(round(seconds))
     if seconds >= 3600:
         return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def estimate_for(plan: Plan, store, how: Parallelism, pack_size: int | None = None,
+                 memory: int | None = None, probe: bool = True) -> Estimate | None:
+    """`estimate_run` of `plan` (its stored trials set) against `store`'s trials, with
+    automatic packs cut to fit `memory` (the bytes the packs running at once may use
+    together on this machine, `sweeper.admission.admit_here`) over the slots, as the run cuts
+    them."""
+    table = store.read(plan.sweep.name, "trials")
+    return estimate_run(plan, None if table is None else table.to_pandas(), how, pack_size,
+                        None if memory is None else memory // max(1, how.slots), probe)

@@ -73,21 +73,24 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     for warning in [*resolution_warnings(sweep), *calibration_warnings(sweep, plan.specs)]:
         print(warning, file=sys.stderr)  # on stderr: --json stays parseable
+    from sweeper.estimate import estimate_for, parallelism
+
+    how = parallelism(args.executor, sweep, address=args.address, num_cpus=args.num_cpus,
+                      workers=args.workers)
+    cost = None
+    if not args.no_estimate:  # the same function `sweeper run` compares its time with
+        cost = estimate_for(plan, store, how, sweep.pack_size, budget,
+                            probe=args.address is None)
     described = plan.strategy.describe(plan)  # an adaptive search says what it may train
     if described is not None:
         data, text = described
-        print(json.dumps(data) if args.json else text)
+        data["estimate"] = None if cost is None else cost.to_json()
+        print(json.dumps(data) if args.json else
+              text + ("" if cost is None else "\n" + cost.line()))
         return 0
     pending, sharing = plan.pending, plan.sharing
-    packs = form_packs(sharing.trainings, sweep.pack_size, args.workers,  # as run cuts them
-                       None if budget is None else budget // max(1, args.workers))
-    cost = None
-    if packs and not args.no_estimate:
-        from sweeper.estimate import estimate
-
-        stored = store.read(sweep.name, "trials")
-        cost = estimate(packs, args.workers, None if stored is None else stored.to_pandas(),
-                        sweep.resources["cpu"], probe=args.address is None)
+    packs = form_packs(sharing.trainings, sweep.pack_size, how.slots,  # as run cuts them
+                       None if budget is None else budget // how.slots)
     columns = ["trial_id"] + [a.column for a in sweep.axes] + ["seed"]
     rows = [[s.trial_id] + [s.flat()[c] for c in columns[1:]] for s in plan.specs[:args.rows]]
     if args.json:
@@ -96,9 +99,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "trials": len(plan.specs), "stored": len(plan.specs) - len(pending),
             "pending": len(pending), "trainings": len(sharing.trainings),
             "shared": sharing.saved, "packs": len(packs), "seeds_per_cell": len(sweep.seeds),
-            "estimate": None if cost is None else {"seconds": round(cost.seconds, 3),
-                                                   "workers": cost.workers,
-                                                   "basis": cost.basis},
+            "estimate": None if cost is None else cost.to_json(),
             "rows": [dict(zip(columns, r)) for r in rows]}))
         return 0
     if not pending:
@@ -236,6 +237,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from sweeper.executors import EXECUTORS
     from sweeper.numbers import int_argument
     from sweeper.overrides import set_item
     from sweeper.sweep_fields import MAX_CPUS, MAX_PACK_SIZE, MAX_RETRIES
@@ -245,8 +247,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
     p.add_argument("--rows", type=int_argument(0, 1_000_000), default=10,
                    help="trials to list (default 10)")
-    p.add_argument("--workers", type=int_argument(1, MAX_CPUS), default=os.cpu_count() or 1,
-                   help="workers assumed for the automatic pack size and the estimate")
+    p.add_argument("--executor", choices=EXECUTORS, default="ray",
+                   help="the executor the estimate is for, as run's --executor (default ray)")
+    p.add_argument("--num-cpus", type=int_argument(1, MAX_CPUS),
+                   help="CPUs of the embedded Ray, as run's --num-cpus (default: all)")
+    p.add_argument("--workers", type=int_argument(1, MAX_CPUS),
+                   help="packs training at once, for the automatic pack size and the "
+                        "estimate (default: the executor's: local 1, Ray its CPUs / "
+                        "resources.cpu)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", type=set_item,
                    help=SET_HELP)
     p.add_argument("--address", help="the Ray cluster the sweep will run on (as run's "
@@ -271,7 +279,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", help="an existing Ray cluster (e.g. auto, or HEAD:6379)")
     p.add_argument("--pack-size", type=int_argument(1, MAX_PACK_SIZE),
                    help="specs per pack (default: automatic)")
-    p.add_argument("--executor", choices=("ray", "local"), default="ray",
+    p.add_argument("--executor", choices=EXECUTORS, default="ray",
                    help="ray (Ray Tune) or local (in this process, no Ray)")
     p.add_argument("--num-cpus", type=int_argument(1, MAX_CPUS),
                    help="CPUs of the embedded Ray (default: all)")

@@ -471,7 +471,7 @@ def test_plan_refuses_what_run_refuses_here_before_its_estimate_trains(case, tmp
 
     if case == "cuda" and torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device")
-    monkeypatch.setattr(sweeper.estimate, "_from_probe", lambda *a: pytest.fail("probe ran"))
+    monkeypatch.setattr(sweeper.estimate, "measure_step_cost", lambda *a: pytest.fail("probe ran"))
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump({**BASE, "device": "cuda"} if case == "cuda" else HUGE))
     results = tmp_path / "results"
@@ -489,7 +489,7 @@ def test_plan_refuses_what_run_refuses_here_before_its_estimate_trains(case, tmp
 def test_plan_for_a_cluster_skips_this_machines_checks_and_its_probe(tmp_path, monkeypatch):
     import sweeper.estimate
 
-    monkeypatch.setattr(sweeper.estimate, "_from_probe", lambda *a: pytest.fail("probe ran"))
+    monkeypatch.setattr(sweeper.estimate, "measure_step_cost", lambda *a: pytest.fail("probe ran"))
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump({**HUGE, "device": "cuda"}))
     rc, out, err = cli(["plan", path, "--results", tmp_path / "results", "--address", "auto"])
@@ -841,7 +841,7 @@ def nothing_may_start(monkeypatch):
     def started(*args, **kwargs):
         raise AssertionError("a malformed input got past the checks and started work")
 
-    for module, name in ((sweeper.estimate, "estimate"), (sweeper.runner, "run_sweep"),
+    for module, name in ((sweeper.estimate, "estimate_run"), (sweeper.runner, "run_sweep"),
                          (sweeper.devices, "prepare_native_kernels")):
         monkeypatch.setattr(module, name, started)
 

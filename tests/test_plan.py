@@ -281,6 +281,20 @@ def test_plan_prints_count_table_and_stored(grid_file, tmp_path, capsys):
     assert all_files(results) == before
 
 
+def test_plan_cuts_packs_for_the_executors_slots_as_run_does(grid_file, tmp_path, capsys):
+    import json
+
+    def packs(*argv: str) -> int:
+        assert main(["plan", str(grid_file), "--results", str(tmp_path / "r"), "--json",
+                     "--no-estimate", *argv]) == 0
+        return json.loads(capsys.readouterr().out)["packs"]
+
+    # 9 trainings of one pack key: whole for the local executor's one slot, split for two
+    assert packs("--executor", "local") == 1
+    assert packs("--executor", "ray", "--num-cpus", "2") == 2
+    assert packs("--executor", "local", "--workers", "3") == 3
+
+
 def test_plan_of_an_adaptive_sweep(tmp_path, capsys):
     data = variant(**{"search": {"type": "optuna", "trials": 3, "objective": "best_accuracy",
                                  "direction": "maximize"},

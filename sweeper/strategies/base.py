@@ -170,6 +170,12 @@ class SearchRules:
         return "--pack-size/pack_size", pack_size, largest
 
     @classmethod
+    def budget_packs(cls, plan: Plan) -> list[Pack]:
+        """An adaptive search's estimate (`sweeper.estimate`): packs that stand for what its
+        budget still allows, as it packs them; here none (a planned search's packs are known)."""
+        return []
+
+    @classmethod
     def describe(cls, plan: Plan) -> tuple[dict[str, Any], str] | None:
         """What `sweeper plan` says of an adaptive search (its JSON and its line); None: the
         plan's trials are listed."""

@@ -212,6 +212,26 @@ class BoundaryStrategy(SearchRules):
         return "search.seeds_per_proposal", n, n * need
 
     @classmethod
+    def budget_packs(cls, plan: Plan) -> list[list[TrialSpec]]:
+        """What is left of the budget as proposals of `seeds_per_proposal` pending seeds, the
+        candidate cells taken in turn (grid order, round after round): the search's own choice
+        of cells depends on what it measures, its pack sizes and their mix of shapes do not."""
+        per, seeds = settings_of(plan.sweep).seeds_per_proposal, len(plan.sweep.seeds)
+        left = plan.budget - (len(plan.specs) - len(plan.pending))
+        cells = [[s for s in plan.specs[i:i + seeds] if s.trial_id not in plan.stored]
+                 for i in range(0, len(plan.specs), seeds)]
+        packs: list[list[TrialSpec]] = []
+        while left > 0 and any(cells):
+            for cell in cells:
+                if left <= 0:
+                    break
+                pack, cell[:] = cell[:min(per, left)], cell[min(per, left):]
+                if pack:
+                    packs.append(pack)
+                    left -= len(pack)
+        return packs
+
+    @classmethod
     def describe(cls, plan: Plan) -> tuple[dict[str, Any], str]:
         """Its candidates, budget and first proposals."""
         sweep = plan.sweep

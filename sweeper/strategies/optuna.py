@@ -197,6 +197,19 @@ class OptunaStrategy(SearchRules):
         return "seeds", len(sweep.seeds), len(sweep.seeds) * need
 
     @classmethod
+    def budget_packs(cls, plan: Plan) -> list[Pack]:
+        """What is left of the budget as cells drawn from the axes as random search draws them
+        (`search.seed`; the study's first proposals are such draws too), one pack of every seed
+        each, as the study packs them."""
+        from sweeper.strategies.random import draw
+
+        sweep = plan.sweep
+        rng = np.random.default_rng(sweep.search.seed)
+        left = sweep.search.trials - len(plan.stored) // max(1, len(sweep.seeds))
+        return [cell_specs(sweep, {a.path: draw(a, rng) for a in sweep.axes})
+                for _ in range(max(0, left))]
+
+    @classmethod
     def describe(cls, plan: Plan) -> tuple[dict[str, Any], str]:
         """Its budget: cells x seeds."""
         sweep, search = plan.sweep, plan.sweep.search

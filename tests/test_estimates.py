@@ -1,0 +1,152 @@
+"""Honest estimates (issue 27): the estimate counts the executor's parallelism and its start
+and stop, adaptive searches are estimated from their budget, and a run says what it took
+against the estimate made before it trained (the same function `sweeper plan` uses).
+
+No assertion here depends on this machine's speed: the per-step cost and the load are fixed
+(`measure_step_cost`, `load_factor`), and the tests check the structure and the arithmetic."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sweep_helpers import TINY, cli, variant, write_sweep
+
+import sweeper
+import sweeper.estimate as est
+from sweeper.plan import make_plan
+from sweeper.search_space import parse_sweep
+
+COST = est.StepCost(step_s=0.01, evaluation_s=0.05)
+
+
+@pytest.fixture
+def fixed_cost(monkeypatch):
+    """A step of 0.01 s and an evaluation of 0.05 s per model, and a quiet machine: the
+    estimate's arithmetic, not this machine's speed."""
+    monkeypatch.setattr(est, "measure_step_cost", lambda pack, threads: COST)
+    monkeypatch.setattr(est, "load_factor", lambda: 1.0)
+
+
+def _sweep(**changes):
+    return parse_sweep(json.dumps(variant(**changes)))
+
+
+def test_local_runs_one_pack_at_a_time_and_ray_its_cpus_over_each_packs_cpus():
+    sweep = _sweep(**{"resources": {"cpu": 2}})
+    local = est.parallelism("local", sweep, load=1.0)
+    ray = est.parallelism("ray", sweep, num_cpus=8, load=1.0)
+    assert (local.slots, local.threads) == (1, 1)
+    assert (ray.slots, ray.threads) == (4, 2)
+    assert local.start_s == est.LOCAL_START_S
+    assert ray.start_s == est.RAY_START_S + 4 * est.RAY_WORKER_START_S
+    assert est.parallelism("ray", sweep, num_cpus=8, workers=3, load=1.0).slots == 3
+    assert est.parallelism("ray", sweep, num_cpus=8, load=2.0).start_s == 2 * ray.start_s
+
+
+def test_the_estimate_is_start_plus_packs_longest_first_on_the_slots():
+    sweep = _sweep(**{"seeds": 4, "pack_size": 2})
+    plan = make_plan(sweep, set())
+    how = est.Parallelism("ray", 2, 1, start_s=10.0, per_pack_s=1.0, how="two slots")
+    got = est.estimate_run(plan, None, how, sweep.pack_size, cost=COST)
+    # 2 cells (two shapes) x 4 seeds in packs of 2: 4 packs of 2 models, 20 steps and 3
+    # evaluations each: 2 x (0.2 + 0.15) = 0.7 s, + 1 s per pack; two at a time
+    assert got.packs == 4
+    assert got.training_s == pytest.approx(2 * 1.7)
+    assert got.seconds == pytest.approx(10.0 + 2 * 1.7)
+    one = est.estimate_run(plan, None, est.Parallelism("local", 1, 1, 1.0, 1.0, "one"),
+                           sweep.pack_size, cost=COST)
+    assert one.seconds == pytest.approx(1.0 + 4 * 1.7)
+    # as a slot frees it takes the next pack, longest first: 5+3 | 4+3+3
+    assert est.makespan([3, 5, 3, 4, 3], 2) == 10
+
+
+def _plan_json(path, results, *extra):
+    rc, out, err = cli(["plan", path, "--results", results, "--json", *extra])
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def test_plan_counts_the_executors_parallelism_and_start(tmp_path, fixed_cost):
+    path = write_sweep(tmp_path / "tiny.yaml", variant(**{
+        "axes.task.hardness": {"grid": [0.0, 1.0]}, "seeds": 3}))
+    results = str(tmp_path / "r")
+    local = _plan_json(path, results, "--executor", "local")["estimate"]
+    ray = _plan_json(path, results, "--executor", "ray", "--num-cpus", "2")["estimate"]
+    assert (local["executor"], local["parallel"], ray["executor"], ray["parallel"]) == (
+        "local", 1, "ray", 2)
+    assert local["start_stop_s"] == est.LOCAL_START_S
+    assert ray["start_stop_s"] == est.RAY_START_S + 2 * est.RAY_WORKER_START_S
+    for got in (local, ray):
+        assert got["seconds"] == pytest.approx(got["start_stop_s"] + got["training_s"], abs=1e-2)
+        assert not got["from_budget"]
+    # local: one slot trains every pack in turn; Ray's two slots split them
+    assert local["training_s"] > ray["training_s"]
+    rc, out, _ = cli(["plan", path, "--results", results, "--executor", "local"])
+    assert rc == 0 and "with the local executor (1 pack at once in this process)" in out
+    rc, out, _ = cli(["plan", path, "--results", results, "--num-cpus", "2"])
+    assert rc == 0 and "with embedded Ray (2 packs at once: 2 CPUs / 1 per pack)" in out
+    assert "start/stop" in out
+
+
+def test_plan_of_an_optuna_sweep_is_estimated_from_its_budget(tmp_path, fixed_cost):
+    path = write_sweep(tmp_path / "opt.yaml", variant(**{
+        "search": {"type": "optuna", "trials": 3, "objective": "best_accuracy"},
+        "axes.task.hardness": {"uniform": [0.0, 1.0]}}))
+    got = _plan_json(path, str(tmp_path / "r"), "--executor", "local")["estimate"]
+    # 3 cells x 2 seeds: three packs of every seed, 2 x (0.2 + 0.15) s each + the local costs
+    assert (got["from_budget"], got["budget_trials"], got["packs"]) == (True, 6, 3)
+    assert got["training_s"] == pytest.approx(3 * (0.7 + est.LOCAL_PACK_S), abs=1e-2)
+    rc, out, _ = cli(["plan", path, "--results", str(tmp_path / "r"), "--executor", "local"])
+    assert rc == 0 and "estimate: up to" in out and "from the search's budget of 6 trials" in out
+
+
+def test_plan_of_a_boundary_sweep_is_estimated_from_its_budget(tmp_path, fixed_cost):
+    path = write_sweep(tmp_path / "b.yaml", variant(**{
+        "search": {"type": "boundary", "trials": 10, "seeds_per_proposal": 2},
+        "axes.task.hardness": {"grid": [0.0, 0.5, 1.0]}, "seeds": 4}))
+    got = _plan_json(path, str(tmp_path / "r"), "--executor", "local")["estimate"]
+    # a budget of 10 of the 2 x 3 cells x 4 seeds: five proposals of 2 seeds
+    assert (got["from_budget"], got["budget_trials"], got["packs"]) == (True, 10, 5)
+    assert got["training_s"] == pytest.approx(5 * (0.7 + est.LOCAL_PACK_S), abs=1e-2)
+
+
+def test_boundary_budget_packs_take_the_cells_in_turn_and_skip_what_is_stored():
+    from sweeper.strategies.boundary import BoundaryStrategy
+
+    sweep = _sweep(**{"search": {"type": "boundary", "trials": 7, "seeds_per_proposal": 2},
+                      "seeds": 4})
+    plan = make_plan(sweep, set())
+    c0, c1 = plan.specs[:4], plan.specs[4:]
+    packs = BoundaryStrategy.budget_packs(plan)
+    assert packs == [c0[:2], c1[:2], c0[2:], c1[2:3]]  # 7 trials, cells in turn
+    stored = make_plan(sweep, {c0[0].trial_id, c0[1].trial_id})
+    assert BoundaryStrategy.budget_packs(stored) == [c0[2:], c1[:2], c1[2:3]]
+
+
+def test_a_run_says_what_it_took_against_the_plans_estimate(tmp_path, fixed_cost):
+    path = write_sweep(tmp_path / "tiny.yaml", {**TINY, "seeds": 1})
+    results = str(tmp_path / "r")
+    planned = _plan_json(path, results, "--executor", "local")["estimate"]
+    result = sweeper.run(str(path), results=results, executor="local")
+    assert result.ran == 2
+    assert result.estimate.to_json() == planned  # the same function, the same inputs
+    assert result.taken_s >= result.seconds > 0
+    assert (f"took {result.taken_s:.0f} s (estimated {result.estimate.seconds:.0f} s)"
+            in result.summary())
+    data = result.to_json()
+    assert data["taken_s"] == round(result.taken_s, 3)
+    assert data["estimate"]["seconds"] == planned["seconds"]
+    assert data["estimate"]["executor"] == "local"
+    again = sweeper.run(str(path), results=results, executor="local")
+    assert again.estimate is None and again.to_json()["estimate"] is None  # nothing to train
+
+
+def test_run_json_carries_estimated_and_taken_seconds(tmp_path, fixed_cost):
+    path = write_sweep(tmp_path / "tiny.yaml", {**TINY, "seeds": 1, "name": "cli"})
+    rc, out, err = cli(["run", path, "--results", tmp_path / "r", "--executor", "local",
+                        "--json"])
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["taken_s"] > 0 and data["estimate"]["seconds"] > 0
+    assert data["estimate"]["executor"] == "local" and data["estimate"]["parallel"] == 1
