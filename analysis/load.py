@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 
 from sweeper.results import check_sweep_name, pack_of_file
 from sweeper.results.conformance import Footer, unified_schema
+from sweeper.results.errors import python_arguments
 from sweeper.results.reading import (
     current_names,
     list_sweeps,
@@ -292,13 +293,35 @@ class Results:
         status = "" if statuses is None or statuses.empty else " (" + ", ".join(
             f"{n} {s}" for s, n in statuses.items()) + ")"
         files = sum(len(s.files["trajectories"]) for s in self.sweeps)
-        read = ("read" if self._trajectories is not None
+        read = ("read" if self.trajectories_read
                 else f"unread, in {files} file{'s' * (files != 1)}")
         config = [c for c in self.trials.columns if c.startswith(("task.", "model.", "train."))]
         varying = [c for c in config if self.trials[c].astype(str).nunique() > 1]
         return (f"<Results of sweep{'s' * (len(self.sweeps) > 1)} {names}: "
                 f"{len(self.trials)} trials{status}; varying: {', '.join(varying) or 'nothing'}; "
                 f"trajectories {read}>")
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: `analysis.notebook.results_html`."""
+        from .notebook import results_html
+
+        return results_html(self)
+
+    def plot(self, metric: str = "accuracy", by: str | None = None,
+             cells: Sequence[Mapping[str, object]] | None = None):
+        """A matplotlib Figure: `metric` against step, one line per trial labelled by its seed,
+        coloured by the trial's value of the trials column `by` (`plots.seed_lines_figure`).
+        cells: one panel per mapping of column -> value (default: one panel of every trial
+        loaded; narrow it with `analysis.load(..., where=...)`).
+        `res.plot("attn_acc", by="model.heads")`."""
+        from .notebook import trajectories_figure
+
+        return trajectories_figure(self, metric, by, cells)
+
+    @property
+    def trajectories_read(self) -> bool:
+        """Whether the trajectories have been read (`trajectories` reads them on first use)."""
+        return self._trajectories is not None
 
     @property
     def manifests(self) -> dict[str, dict]:
@@ -439,6 +462,7 @@ def _add_sweep(table: pa.Table, name: str) -> pa.Table:
 
 # ---------------------------------------------------------------- load
 
+@python_arguments
 def load(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *,
          where: str | None = None, columns: Sequence[str] | None = None,
          trial_ids: Iterable[str] | None = None,

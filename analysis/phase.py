@@ -27,6 +27,7 @@ from sweeper.results import (
     wilson_interval,
 )
 from sweeper.results.cells import category_cells, shares_within_cell
+from sweeper.results.errors import python_arguments
 from sweeper.results.reading import search_facts
 
 from .errors import AnalysisInputError, unknown_column
@@ -121,6 +122,20 @@ class PhaseDiagram:
                 f"{len(self.x_values)} x "
                 f"{len(self.y_values)} cells per facet; regimes: {counts}; "
                 f"{len(self.boundary)} boundary edges at p = {self.level}{excluded}>")
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: the figure inline and the cells table
+        (`analysis.notebook.phase_html`)."""
+        from .notebook import phase_html
+
+        return phase_html(self)
+
+    def plot(self, **options):
+        """The phase diagram as a matplotlib Figure: `analysis.plots.phase_figure(self,
+        **options)` (its options: recovery, annotate, scales)."""
+        from .plots import phase_figure
+
+        return phase_figure(self, **options)
 
     def facet_cells(self, value: object) -> pd.DataFrame:
         """The cells of one facet value (all cells when there is no facet)."""
@@ -575,6 +590,7 @@ def representative_cells(phase: PhaseDiagram, limit: int = 4) -> list[dict]:
     return chosen or [{k: row[k] for k in keys} for _, row in cells.head(limit).iterrows()]
 
 
+@python_arguments
 def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
                        thresholds: Thresholds = DEFAULT_THRESHOLDS, outcome: str | None = None,
                        **kwargs) -> PhaseDiagram:
