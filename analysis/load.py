@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -300,23 +300,6 @@ class Results:
         return (f"<Results of sweep{'s' * (len(self.sweeps) > 1)} {names}: "
                 f"{len(self.trials)} trials{status}; varying: {', '.join(varying) or 'nothing'}; "
                 f"trajectories {read}>")
-
-    def _repr_html_(self) -> str:
-        """What a notebook shows: `analysis.notebook.results_html`."""
-        from .notebook import results_html
-
-        return results_html(self)
-
-    def plot(self, metric: str = "accuracy", by: str | None = None,
-             cells: Sequence[Mapping[str, object]] | None = None):
-        """A matplotlib Figure: `metric` against step, one line per trial labelled by its seed,
-        coloured by the trial's value of the trials column `by` (`plots.seed_lines_figure`).
-        cells: one panel per mapping of column -> value (default: one panel of every trial
-        loaded; narrow it with `analysis.load(..., where=...)`).
-        `res.plot("attn_acc", by="model.heads")`."""
-        from .notebook import trajectories_figure
-
-        return trajectories_figure(self, metric, by, cells)
 
     @property
     def trajectories_read(self) -> bool:

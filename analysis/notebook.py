@@ -1,5 +1,6 @@
-"""What a notebook shows of a sweep: the `_repr_html_` of `SweepResult`, `Results` and
-`PhaseDiagram`, and the figures their `.plot()` draws.
+"""What a notebook shows of a sweep: HTML for `SweepResult` (its `_repr_html_`), `Results`
+(`results_html`) and `PhaseDiagram` (`phase_html`), and loaded trajectories drawn one line per
+trial coloured by a column (`trajectories_figure`).
 
 Nothing is drawn or formatted twice: tables and inline figures are the HTML report's
 (`analysis.report`), figures are `analysis.plots`'. Every string that comes from a sweep (its
@@ -59,6 +60,7 @@ def figure_html(fig: Figure, caption: str) -> str:
 def phase_html(phase: PhaseDiagram) -> str:
     """The phase diagram's summary, its figure (`plots.phase_figure`) and its cells table (as
     the report's Cells section shows them)."""
+    from .plots import phase_figure
     from .report import CELL_HEADERS, cell_digits, cells_table
 
     facts = [("outcome", phase.success_text()), ("x", phase.x), ("y", phase.y)]
@@ -68,7 +70,7 @@ def phase_html(phase: PhaseDiagram) -> str:
     facts += [("cells", f"{len(phase.cells)} ("
                + ", ".join(f"{r} {n}" for r, n in regimes.items() if n) + ")"),
               ("boundary edges", f"{len(phase.boundary)} at p = {phase.level:g}")]
-    body = [figure_html(phase.plot(), "phase diagram"),
+    body = [figure_html(phase_figure(phase), "phase diagram"),
             frame_html(cells_table(phase), "cells", digits=cell_digits(phase),
                        headers=CELL_HEADERS)]
     return summary_html("PhaseDiagram", f"of {phase.outcome}", facts, body)
@@ -126,7 +128,7 @@ def _values(column: pd.Series, limit: int = 8) -> list[str]:
 
 def trajectories_figure(results: Results, metric: str, by: str | None,
                         cells: Sequence[Mapping[str, object]] | None) -> Figure:
-    """`Results.plot`: `plots.seed_lines_figure` over the loaded trials (one panel per cell,
+    """`plots.seed_lines_figure` over the loaded trials (one panel per cell,
     default one of them all)."""
     from . import plots
 

@@ -123,20 +123,6 @@ class PhaseDiagram:
                 f"{len(self.y_values)} cells per facet; regimes: {counts}; "
                 f"{len(self.boundary)} boundary edges at p = {self.level}{excluded}>")
 
-    def _repr_html_(self) -> str:
-        """What a notebook shows: the figure inline and the cells table
-        (`analysis.notebook.phase_html`)."""
-        from .notebook import phase_html
-
-        return phase_html(self)
-
-    def plot(self, **options):
-        """The phase diagram as a matplotlib Figure: `analysis.plots.phase_figure(self,
-        **options)` (its options: recovery, annotate, scales)."""
-        from .plots import phase_figure
-
-        return phase_figure(self, **options)
-
     def facet_cells(self, value: object) -> pd.DataFrame:
         """The cells of one facet value (all cells when there is no facet)."""
         if self.facet is None:

@@ -58,6 +58,17 @@ def short_number(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
+class InlineFigure(Figure):
+    """A Figure that shows itself in a notebook as a PNG (IPython's `_repr_png_`): drawn on the
+    Agg canvas, never through pyplot, IPython's matplotlib support never sees it, so without
+    a figure as a cell's last line would show only `<Figure size ...>`."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png")
+        return buffer.getvalue()
+
+
 @dataclass(frozen=True)
 class _Layout:
     """Panels placed by fixed margins in inches: several times faster than a layout engine
@@ -80,7 +91,7 @@ class _Layout:
         return width, height
 
     def figure(self) -> Figure:
-        fig = Figure(figsize=self.size)
+        fig = InlineFigure(figsize=self.size)
         FigureCanvasAgg(fig)
         return fig
 
@@ -521,8 +532,8 @@ def select_cell(trials: pd.DataFrame, cell: Mapping[str, object]) -> pd.DataFram
     for column in cell:
         if column not in trials.columns:
             raise AnalysisInputError(f"cell column {column!r} is not a trials column")
-    mask = np.logical_and.reduce([trials[c] == v for c, v in cell.items()]) if cell else True
-    chosen = trials[mask]
+    chosen = trials[np.logical_and.reduce([trials[c] == v for c, v in cell.items()])
+                    ] if cell else trials
     if "status" in chosen.columns:
         chosen = chosen[chosen["status"].isin(COUNTED_STATUSES)]
     return chosen

@@ -1,6 +1,6 @@
-"""What a notebook shows: the HTML reprs of SweepResult, Results and PhaseDiagram (escaped, with
-their counts and the phase figure inline), `.plot()` of a phase diagram and of loaded
-trajectories, and refusals from Python worded with the Python argument, not the flag."""
+"""What a notebook shows: the HTML of SweepResult, Results and PhaseDiagram (escaped, with their
+counts and the phase figure inline), figures that show inline, trajectories coloured by a
+column, and refusals from Python worded with the Python argument, not the flag."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from sweep_helpers import TINY, cli, write_sweep
 import analysis
 import sweeper
 from analysis import AnalysisInputError, compute_phase
+from analysis.notebook import phase_html, results_html, trajectories_figure
+from analysis.plots import phase_figure
 from sweeper.errors import SweeperInputError
 from sweeper.results import ResultsInputError, cell_stats
 from sweeper.results.errors import command_line, in_python_words, python_arguments
@@ -79,7 +81,7 @@ def _odd_phase():
 
 def test_a_phase_diagrams_html_escapes_values_and_shows_its_cells_and_figure():
     phase = _odd_phase()
-    markup = phase._repr_html_()
+    markup = phase_html(phase)
     assert ODD not in markup and html.escape(ODD) in markup
     assert _png(markup).startswith(b"\x89PNG")
     by_x = _frame(markup, "cells").set_index("task.cooccurrence")
@@ -89,23 +91,21 @@ def test_a_phase_diagrams_html_escapes_values_and_shows_its_cells_and_figure():
     assert "PhaseDiagram of learned" in text and "boundary edges" in text
 
 
-def test_phase_plot_is_the_phase_figure_with_its_options_passed_through():
+def test_the_phase_figure_is_an_inline_figure_with_k_of_n_annotations():
     phase = _odd_phase()
-    fig = phase.plot(annotate=True)
-    assert isinstance(fig, Figure)
+    fig = phase_figure(phase, annotate=True)
+    assert isinstance(fig, Figure) and fig._repr_png_().startswith(b"\x89PNG")
     # one probability panel (no facet) and its colour bar; annotate writes k/n in the cells
     assert len(fig.phase_panels) == 1
     panel = fig.phase_panels[0][1]
     assert {"1/4", "3/4"} <= {t.get_text() for t in panel.texts}
-    assert not any(t.get_text() == "1/4" for t in phase.plot(annotate=False).axes[0].texts)
-    with pytest.raises(TypeError):
-        phase.plot(no_such_option=True)
+    assert not any(t.get_text() == "1/4" for t in phase_figure(phase, annotate=False).axes[0].texts)
 
 
 # -- Results -----------------------------------------------------------------------------------
 def test_results_html_names_the_sweep_its_counts_and_axes(store):  # noqa: F811
     res = analysis.load(store, "copy")
-    text = _text(res._repr_html_())
+    text = _text(results_html(res))
     statuses = res.trials["status"].value_counts()
     assert "Results of sweep 'copy'" in text and f"trials {len(res.trials)}" in text
     for status, n in statuses.items():
@@ -119,7 +119,7 @@ def test_results_html_names_the_sweep_its_counts_and_axes(store):  # noqa: F811
 def test_results_plot_draws_a_line_per_trial_labelled_by_seed_coloured_by_a_column(store):  # noqa: F811,E501
     cell = {"task.cooccurrence": 0.5, "task.hardness": 0.0}
     res = analysis.load(store, "copy", where="task.cooccurrence == 0.5 and task.hardness == 0")
-    fig = res.plot("attn_acc", by="model.heads", cells=[cell])
+    fig = trajectories_figure(res, "attn_acc", "model.heads", [cell])
     counted = res.trials[res.trials["status"].isin(["ok", "diverged"])]
     lines = fig.axes[0].lines
     assert len(lines) == len(counted) > 0
@@ -130,10 +130,13 @@ def test_results_plot_draws_a_line_per_trial_labelled_by_seed_coloured_by_a_colu
     assert len(colours) == len(heads)  # one colour per head count
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == [f"H = {h}" for h in heads]
+    every = trajectories_figure(res, "attn_acc", None, None)  # every trial, one panel
+    assert len(every.axes) == 1 and len(every.axes[0].lines) == len(counted)
+    assert {line.get_color() for line in every.axes[0].lines} == {"C0"} and not every.legends
     with pytest.raises(AnalysisInputError, match="unknown column 'model.hedas'"):
-        res.plot("attn_acc", by="model.hedas")
+        trajectories_figure(res, "attn_acc", "model.hedas", None)
     with pytest.raises(AnalysisInputError, match="none of nope is in the trajectories"):
-        res.plot("nope")
+        trajectories_figure(res, "nope", None, None)
 
 
 # -- SweepResult -------------------------------------------------------------------------------
