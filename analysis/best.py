@@ -19,12 +19,15 @@ from collections.abc import Sequence
 import pandas as pd
 import pyarrow.fs as pafs
 
+from sweeper.results.errors import python_arguments
+
 from .errors import AnalysisInputError
 from .query import _with_context, query_frame
 
 MODES = ("max", "min")
 
 
+@python_arguments
 def best_trials(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *,
                 metric: str, mode: str = "max", n: int = 5, where: str | None = None,
                 filesystem: pafs.FileSystem | None = None) -> pd.DataFrame:

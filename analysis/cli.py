@@ -21,6 +21,7 @@ from sweeper.results.errors import (
     ResultsInputError,
     ResultsWriteError,
     closed_pipe_exit,
+    command_line,
     one_line,
 )
 from sweeper.results.files import write_whole_file
@@ -45,7 +46,8 @@ def _one_line_errors(func: Callable[[argparse.Namespace], int]):
     @functools.wraps(func)
     def run(args: argparse.Namespace) -> int:
         try:
-            return func(args)
+            with command_line():  # input errors name the flags (`sweeper.results.errors`)
+                return func(args)
         except ResultsInputError as exc:  # AnalysisInputError and the contract's own
             print(f"sweeper {args.analysis_command}: error: {one_line(str(exc))}",
                   file=sys.stderr)

@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 
 from sweeper.results import check_sweep_name, pack_of_file
 from sweeper.results.conformance import Footer, unified_schema
+from sweeper.results.errors import python_arguments
 from sweeper.results.reading import (
     current_names,
     list_sweeps,
@@ -286,13 +287,18 @@ class Results:
         status = "" if statuses is None or statuses.empty else " (" + ", ".join(
             f"{n} {s}" for s, n in statuses.items()) + ")"
         files = sum(len(s.files["trajectories"]) for s in self.sweeps)
-        read = ("read" if self._trajectories is not None
+        read = ("read" if self.trajectories_read
                 else f"unread, in {files} file{'s' * (files != 1)}")
         config = [c for c in self.trials.columns if c.startswith(("task.", "model.", "train."))]
         varying = [c for c in config if self.trials[c].astype(str).nunique() > 1]
         return (f"<Results of sweep{'s' * (len(self.sweeps) > 1)} {names}: "
                 f"{len(self.trials)} trials{status}; varying: {', '.join(varying) or 'nothing'}; "
                 f"trajectories {read}>")
+
+    @property
+    def trajectories_read(self) -> bool:
+        """Whether the trajectories have been read (`trajectories` reads them on first use)."""
+        return self._trajectories is not None
 
     @property
     def manifests(self) -> dict[str, dict]:
@@ -433,6 +439,7 @@ def _add_sweep(table: pa.Table, name: str) -> pa.Table:
 
 # ---------------------------------------------------------------- load
 
+@python_arguments
 def load(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *,
          where: str | None = None, columns: Sequence[str] | None = None,
          trial_ids: Iterable[str] | None = None,

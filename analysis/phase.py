@@ -27,6 +27,7 @@ from sweeper.results import (
     wilson_interval,
 )
 from sweeper.results.cells import category_cells, shares_within_cell
+from sweeper.results.errors import python_arguments
 from sweeper.results.reading import search_facts
 
 from .errors import AnalysisInputError, unknown_column
@@ -575,6 +576,7 @@ def representative_cells(phase: PhaseDiagram, limit: int = 4) -> list[dict]:
     return chosen or [{k: row[k] for k in keys} for _, row in cells.head(limit).iterrows()]
 
 
+@python_arguments
 def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
                        thresholds: Thresholds = DEFAULT_THRESHOLDS, outcome: str | None = None,
                        **kwargs) -> PhaseDiagram:

@@ -39,7 +39,7 @@ from .axes import (  # noqa: F401 - the words for columns, re-exported for calle
 )
 from .axes import tick as _tick
 from .errors import AnalysisInputError
-from .phase import PhaseDiagram
+from .phase import PhaseDiagram, _sorted_unique
 from .seeds import metric_thresholds, outcome_class  # noqa: F401 - how seeds are coloured
 
 COPY_METRICS = ("accuracy", "attn_acc", "ktiw_acc", "uniform_acc")
@@ -56,6 +56,17 @@ def short_number(value: float) -> str:
     if np.isnan(value):
         return ""
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+class InlineFigure(Figure):
+    """A Figure that shows itself in a notebook as a PNG (IPython's `_repr_png_`): drawn on the
+    Agg canvas, never through pyplot, IPython's matplotlib support never sees it, so without
+    a figure as a cell's last line would show only `<Figure size ...>`."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png")
+        return buffer.getvalue()
 
 
 @dataclass(frozen=True)
@@ -80,7 +91,7 @@ class _Layout:
         return width, height
 
     def figure(self) -> Figure:
-        fig = Figure(figsize=self.size)
+        fig = InlineFigure(figsize=self.size)
         FigureCanvasAgg(fig)
         return fig
 
@@ -521,8 +532,8 @@ def select_cell(trials: pd.DataFrame, cell: Mapping[str, object]) -> pd.DataFram
     for column in cell:
         if column not in trials.columns:
             raise AnalysisInputError(f"cell column {column!r} is not a trials column")
-    mask = np.logical_and.reduce([trials[c] == v for c, v in cell.items()]) if cell else True
-    chosen = trials[mask]
+    chosen = trials[np.logical_and.reduce([trials[c] == v for c, v in cell.items()])
+                    ] if cell else trials
     if "status" in chosen.columns:
         chosen = chosen[chosen["status"].isin(COUNTED_STATUSES)]
     return chosen
@@ -778,29 +789,44 @@ def objective_figure(cells: pd.DataFrame, parameters: Sequence[str], objective: 
 # ---------------------------------------------------------------- paper comparisons
 
 def seed_lines_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
-                      cells: Sequence[Mapping[str, object]], metric: str = "accuracy"
-                      ) -> Figure:
+                      cells: Sequence[Mapping[str, object]], metric: str = "accuracy",
+                      by: str | None = None) -> Figure:
     """One panel per cell, one line per seed: shows what a median hides when some seeds learn
-    and others stay stuck (Snell et al.'s bimodal hard distribution)."""
+    and others stay stuck (Snell et al.'s bimodal hard distribution). Each line is labelled
+    "seed S"; with `by` (a trials column) lines are coloured by their trial's value of it, with
+    a legend of those values."""
     if metric not in trajectories.columns:
-        raise AnalysisInputError(f"trajectories have no {metric!r}")
+        _present_metrics([metric], trajectories)  # the one-line error naming what they hold
     if not cells:
         raise AnalysisInputError("choose at least one cell to draw the seeds of")
+    info = trials.drop_duplicates("trial_id").set_index("trial_id")
+    values = _sorted_unique(info[by]) if by else []
+    colors = {v: f"C{i % 10}" for i, v in enumerate(values)}
     ncols = min(len(cells), 2)
     layout = _Layout(rows=math.ceil(len(cells) / ncols), cols=ncols, panel=(3.8, 2.4),
-                     left=0.8, right=0.3, top=0.75, bottom=0.6, wgap=0.8, hgap=0.8)
+                     left=0.8, right=0.3, top=0.75,
+                     bottom=0.6 + (0.22 * math.ceil(len(values) / 4) if by else 0),
+                     wgap=0.8, hgap=0.8)
     fig = layout.figure()
     for i, cell in enumerate(cells):
         ax = layout.axes(fig, i // ncols, i % ncols)
         rows, n = _cell_rows(trials, trajectories, cell)
-        for _, seed_rows in rows.sort_values("step").groupby("trial_id", sort=False):
-            ax.plot(seed_rows["step"], seed_rows[metric], color="C0", alpha=0.45, lw=1)
+        for trial_id, seed_rows in rows.sort_values("step").groupby("trial_id", sort=False):
+            trial = info.loc[trial_id] if trial_id in info.index else None
+            seed = trial["seed"] if trial is not None and "seed" in info.columns else "?"
+            color = colors.get(trial[by], "C0") if by and trial is not None else "C0"
+            ax.plot(seed_rows["step"], seed_rows[metric], color=color, alpha=0.45, lw=1,
+                    label=f"seed {seed}")
         ax.set_title(f"{cell_label(cell)} (n={n})")
         ax.set_xlabel("step")
         ax.set_ylabel(metric)
         if metric != "loss":
             ax.set_ylim(-0.02, 1.02)
-    layout.title(fig, f"{METRIC_LABELS.get(metric, metric)}, one line per seed")
+    coloured = f", coloured by {axis_label(by)}" if by else ""
+    layout.title(fig, f"{METRIC_LABELS.get(metric, metric)}, one line per seed{coloured}")
+    if by:
+        layout.legend(fig, [Line2D([], [], color=c, label=value_label(by, v))
+                            for v, c in colors.items()], ncols=min(len(values), 4) or 1)
     return fig
 
 

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from sweeper.results.errors import python_arguments
 from sweeper.results.reading import to_frame
 from sweeper.results.schema import resolve_column
 from sweeper.results.store import without_superseded
@@ -114,6 +115,7 @@ def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[str]:
     return [row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()]
 
 
+@python_arguments
 def sql(results: str | os.PathLike, query: str, sweep: str | Sequence[str] | None = None, *,
         filesystem: pafs.FileSystem | None = None) -> pd.DataFrame:
     """Run one SQL query over the views; a bad query raises a one-line AnalysisInputError."""
@@ -135,6 +137,7 @@ def _sql_error(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> AnalysisInp
         f'"model.heads"); available columns: {listing}')
 
 
+@python_arguments
 def query_frame(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *,
                 where: str | None = None, columns: Sequence[str] | None = None,
                 table: str = "trials", limit: int | None = None,

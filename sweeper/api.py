@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sweeper.executors import EXECUTORS, make_executor  # noqa: F401 (the names api offers)
+from sweeper.results.errors import python_arguments
 
 DEFAULT_RESULTS = "./results"
 
@@ -49,6 +50,9 @@ class SweepResult:
     estimate: Any = field(default=None, repr=False)  # sweeper.estimate.Estimate made before
     # training (what `sweeper plan` says), or None (nothing to train; a cluster, no stored
     # trials of the shape)
+    # an Optuna search's best trial: objective, direction, value, number (the Optuna trial),
+    # params, trial_ids (its cell's seeds); None for other searches (`best_trial_text`)
+    best_trial: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The run's summary as plain data (`sweeper run --json`; docs/python-api.md)."""
@@ -61,7 +65,7 @@ class SweepResult:
                 "pending": self.pending, "shared": self.shared, "outcome": self.outcome,
                 "taken_s": None if self.taken_s is None else round(self.taken_s, 3),
                 "estimate": None if self.estimate is None else self.estimate.to_json(),
-                "cells": cells}
+                "best_trial": self.best_trial, "cells": cells}
 
     def timing(self) -> str:
         """`took 48 s (estimated 45 s)`: the wall time against the estimate made before
@@ -129,10 +133,30 @@ class SweepResult:
             text += f"\n... {len(cells) - max_rows} more cells"
         return text
 
+    def best_trial_text(self) -> str | None:
+        """One line for an Optuna search's best trial (what `sweeper run` prints last), e.g.
+        "optuna best of best_accuracy (maximize): 0.8125 at Optuna trial 2 (task.hardness=0.3);
+        trial ids 1a2b..., 3c4d..."; None for other searches, or before a trial completes."""
+        best = self.best_trial
+        if not best:
+            return None
+        params = ", ".join(f"{k}={v!r}" for k, v in best["params"].items())
+        return (f"optuna best of {best['objective']} ({best['direction']}): "
+                f"{best['value']:.4g} at Optuna trial {best['number']} ({params}); trial ids "
+                f"{', '.join(best['trial_ids']) or 'none'}")
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows: `analysis.notebook.sweep_result_html`."""
+        from analysis.notebook import sweep_result_html
+
+        return sweep_result_html(self)
+
     def __repr__(self) -> str:
         lines = [f"SweepResult({self.summary()})"]
         if self.cells is not None and len(self.cells):
             lines += ["", f"cells ({self.outcome}):", self.cell_table()]
+        if self.best_trial_text():
+            lines += ["", self.best_trial_text()]
         return "\n".join(lines)
 
 
@@ -140,6 +164,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+@python_arguments
 def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = None,
         executor: str = "ray", address: str | None = None, num_cpus: int | None = None,
         pack_size: int | None = None, retries: int | None = None, device: str | None = None,
@@ -202,7 +227,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
                        _stored_cells(store, spec, outcome), outcome, summary["interrupted"],
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0,
-                       summary["shared"], taken, estimated)
+                       summary["shared"], taken, estimated, summary.get("best_trial"))
 
 
 def _estimate(spec, plan, store, executor: str, address: str | None, num_cpus: int | None,

@@ -22,6 +22,7 @@ from sweeper.results.errors import (
     ResultsInputError,
     ResultsWriteError,
     closed_pipe_exit,
+    command_line,
     one_line,
 )
 
@@ -217,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        status = int(args.func(args) or 0)
+        with command_line():  # input errors name the flags (`sweeper.results.errors`)
+            status = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         return status
     except BrokenPipeError:

@@ -84,6 +84,8 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
         feedback = Feedback(recorder, strategy)
         if not strategy.done:
             executor.run(sweep, strategy, feedback)
+        best = getattr(strategy, "best_trial", None)  # an Optuna study's best (before close)
+        best_trial = best() if callable(best) else None
     finally:
         strategy.close()
     recorder.close()
@@ -97,7 +99,7 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
             "already_stored": len(stored), "ran": recorder.written, "packs": feedback.packs,
             "shared": recorder.shared,
             "seconds": seconds, "trials_per_s": recorder.written / seconds if seconds else 0.0,
-            "search_end": ended,
+            "search_end": ended, "best_trial": best_trial,
             "status": store.status_counts(sweep.name),
             "interrupted": stop is not None and stop.requested,
             "pending": None if planned is None else max(0, planned - recorder.written)}

@@ -139,6 +139,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(result.summary())
         if result.cells is not None:
             print("\n" + result.cell_table())
+        if result.best_trial_text():  # an Optuna search's best trial, last
+            print("\n" + result.best_trial_text())
     if result.interrupted:
         pending = "some" if result.pending is None else str(result.pending)
         print(f"interrupted: {pending} trials pending; run the same command to resume",

@@ -12,6 +12,7 @@ from optuna.trial import TrialState
 from strategy_helpers import ScriptedStrategy
 from sweep_helpers import all_files, cli, fake_results, variant, write_sweep
 
+import sweeper
 import sweeper.workers
 from sweeper.errors import UnknownNameError
 from sweeper.executors.local import LocalExecutor
@@ -139,9 +140,26 @@ def test_optuna_on_the_local_executor_stores_its_trials_and_its_study(tmp_path, 
     views = {"opt/manifest.json", f"opt/{STUDY_FILE}", "opt/lease.json", "opt/progress.json"}
     assert all(n.endswith(".parquet") for n in names - views)
 
+    # the study's best trial is the run's last line, and the SweepResult's
+    best = study.best_trial
+    params = ", ".join(f"{k}={v!r}" for k, v in best.params.items())
+    assert out.rstrip().splitlines()[-1] == (
+        f"optuna best of best_accuracy (maximize): {best.value:.4g} at Optuna trial "
+        f"{best.number} ({params}); trial ids {', '.join(best.user_attrs['trial_ids'])}")
+    assert best.value == max(t.value for t in study.trials)
+
     # Again: nothing new. A larger budget: the same study grows by one cell.
     rc, out, _ = cli(["run", sweep_file, "--results", results, "--executor", "local"])
-    assert rc == 0 and "ran 0 trials" in out
+    assert rc == 0 and "ran 0 trials" in out and f"Optuna trial {best.number} " in out
+    again = sweeper.run(str(sweep_file), results=str(results), executor="local")
+    assert again.ran == 0 and again.best_trial == again.to_json()["best_trial"] == {
+        "objective": "best_accuracy", "direction": "maximize", "value": best.value,
+        "number": best.number, "params": best.params,
+        "trial_ids": best.user_attrs["trial_ids"]}
+    ranked = again.best("best_accuracy", n=6)  # the same trials, ranked one by one
+    cell = ranked[ranked["trial_id"].isin(best.user_attrs["trial_ids"])]
+    assert cell["best_accuracy"].mean() == pytest.approx(best.value)
+    assert "best trial" in again._repr_html_() and again.best_trial_text() in repr(again)
     write_sweep(sweep_file, variant(**{"name": "opt", "axes": RANGES,
                                        "search": {**OPTUNA, "trials": 4}}))
     rc, out, err = cli(["run", sweep_file, "--results", results, "--executor", "local"])

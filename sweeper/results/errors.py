@@ -4,10 +4,14 @@ it, so a command catches one class and prints one line (exit status 2)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
+import functools
 import math
-from collections.abc import Iterable
-from typing import Any, NoReturn
+import re
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
+from typing import Any, NoReturn, TypeVar
 
 
 class ResultsInputError(ValueError):
@@ -72,3 +76,64 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n")
+
+
+# ---------------------------------------------------------------- whose words an error uses
+
+# Messages name what the user typed: a command's flag (`--extend`, `--results`). Called from
+# Python, the same refusal names the function's argument instead; this table is the one place
+# that says which argument a flag is (a message naming both, "--pack-size/pack_size", needs no
+# entry). Switches become `name=True`; a flag with a value becomes its argument's name.
+PYTHON_ARGUMENTS = {
+    "--extend": "extend=True", "--wait": "wait=True", "--results-shared": "results_shared=True",
+    "--results": "results", "--where": "where", "--set": "sets", "--metric": "metric",
+    "--columns": "columns", "--by": "by", "--name": "name", "--device": "device",
+}
+# a command's positional arguments, renamed where a message starts with them ("RESULTS: got")
+POSITIONAL_ARGUMENTS = {"RESULTS": "results", "SWEEP": "sweep"}
+_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*)(?:/([a-z_][a-z0-9_]*))?(:?)")
+_POSITIONAL = re.compile(r"^(" + "|".join(POSITIONAL_ARGUMENTS) + r")(?=:)")
+_COMMAND_LINE: ContextVar[bool] = ContextVar("sweeper_command_line", default=False)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def in_python_words(message: str) -> str:
+    """`message` with each command-line flag it names replaced by the Python argument
+    (`PYTHON_ARGUMENTS`): "... or --extend to add ..." -> "... or extend=True to add ...",
+    "--results: got ..." -> "results: got ...", "with --results set" -> "with results= set";
+    a message starting with a positional argument ("RESULTS: got ...") names the argument."""
+    def python(match: re.Match) -> str:
+        flag, named, colon = match.groups()
+        argument = named or PYTHON_ARGUMENTS.get(flag)
+        if argument is None:
+            return match.group(0)
+        if colon or "=" in argument:
+            return argument + colon
+        return argument + "="
+    message = _POSITIONAL.sub(lambda m: POSITIONAL_ARGUMENTS[m.group(1)], message)
+    return _FLAG.sub(python, message)
+
+
+@contextlib.contextmanager
+def command_line() -> Iterator[None]:
+    """Inside it, input errors keep the command line's words: the commands run in it."""
+    token = _COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _COMMAND_LINE.reset(token)
+
+
+def python_arguments(func: F) -> F:
+    """`func` (a Python entry point: `sweeper.run`, `analysis.load`, ...) with the input errors
+    it raises worded for Python (`in_python_words`), unless a command called it
+    (`command_line`): one mechanism instead of a second copy of every message."""
+    @functools.wraps(func)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except ResultsInputError as exc:
+            if not _COMMAND_LINE.get() and exc.args and isinstance(exc.args[0], str):
+                exc.args = (in_python_words(exc.args[0]), *exc.args[1:])
+            raise
+    return call  # type: ignore[return-value]

@@ -306,6 +306,20 @@ class OptunaStrategy(SearchRules):
                 user_attrs={"trial_ids": list(ids), "from_store": True}))
             known.update(ids)
 
+    def best_trial(self) -> dict[str, Any] | None:
+        """The study's best finished trial (Optuna's `study.best_trial`: one cell, its value the
+        objective over the cell's seeds) as plain data for the run's summary
+        (`SweepResult.best_trial`); None while no trial of the study has completed."""
+        try:
+            best = self.study.best_trial
+        except ValueError:  # no COMPLETE trial yet
+            return None
+        search = self.sweep.search
+        return {"objective": search.objective, "direction": search.direction,
+                "value": float(best.value), "number": best.number,
+                "params": {k: _plain(v) for k, v in best.params.items()},
+                "trial_ids": [str(i) for i in best.user_attrs.get("trial_ids", ())]}
+
     def counted(self) -> int:
         """Finished trials of the study whose cells are stored: what `search.trials` counts."""
         return sum(1 for t in self.study.get_trials(deepcopy=False, states=FINISHED)
