@@ -41,9 +41,12 @@ class SweepResult:
     cells: Any = field(default=None, repr=False)  # pandas DataFrame: sweeper.results.cell_stats
     outcome: str = "learned"
     interrupted: bool = False  # a SIGINT or SIGTERM stopped it (sweeper.interrupts)
-    pending: int | None = None  # trials of this run's plan not stored (None: cannot say)
+    pending: int | None = None  # trials of the sweep's whole plan not stored (None: cannot say)
     exit_status: int = 0  # what `sweeper run` exits with: 0, or 130 / 143 when interrupted
     shared: int = 0  # of `ran`: trials stored with an equivalent trial's training (plan.Sharing)
+    # where the sweep stands after the run, as `sweeper status` and the dashboard say it
+    # (sweeper.results.summary.SweepProgress: stored, running, pending of the whole plan, state)
+    progress: Any = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The run's summary as plain data (`sweeper run --json`; docs/python-api.md)."""
@@ -54,6 +57,7 @@ class SweepResult:
                 "seconds": round(self.seconds, 3), "trials_per_s": round(self.trials_per_s, 4),
                 "status": self.status, "interrupted": self.interrupted,
                 "pending": self.pending, "shared": self.shared, "outcome": self.outcome,
+                "progress": None if self.progress is None else self.progress.to_json(),
                 "cells": cells}
 
     @property
@@ -181,7 +185,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
                        _stored_cells(store, spec, outcome), outcome, summary["interrupted"],
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0,
-                       summary["shared"])
+                       summary["shared"], summary["progress"])
 
 
 def _lease(store, sweep: str, wait: bool, stream, stop):
