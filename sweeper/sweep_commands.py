@@ -179,11 +179,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     seen = (f" (driver seen {progress.age_s:.0f} s ago)"
             if driver in ("running", "stalled") and progress.age_s is not None else "")
-    stopped = (f" with {progress.pending} pending; run it again to resume"
+    planned = "" if progress.planned is None else f"; {progress.planned} planned"
+    stopped = (" before its plan was done (run the same command to resume)"
                if driver == "interrupted" else "")
     print(f"{name}: {progress.line()} "
-          f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'nothing stored'}); "
-          f"{driver}{stopped}{seen}; updated {updated or '-'}")
+          f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'nothing stored'})"
+          f"{planned}; {driver}{stopped}{seen}; updated {updated or '-'}")
     return 0
 
 

@@ -436,8 +436,7 @@ def test_an_interrupted_and_resumed_sweep_shows_the_whole_plan_everywhere(tmp_pa
     assert first["progress"].to_json() | {"age_s": None, "updated": None} == live | {
         "age_s": None, "updated": None}
     rc, out, _ = cli(["status", "resumed", "--results", results])
-    assert rc == 0 and "2 done, 0 failed, 0 running, 4 pending of 6 planned" in out
-    assert "interrupted with 4 pending" in out
+    assert rc == 0 and "2 done, 0 failed, 4 pending (2 ok); 6 planned; interrupted before" in out
 
     def resumed(configs, device, threads, report=None):
         seen.append(_same_progress(results, "resumed"))  # mid-run: a pack is running
@@ -456,9 +455,10 @@ def test_an_interrupted_and_resumed_sweep_shows_the_whole_plan_everywhere(tmp_pa
     assert second["pending"] == 0 and second["progress"].state == "finished"
 
 
-def test_status_says_interrupted_for_a_store_with_part_of_its_plan(tmp_path):
-    """A grid sweep whose driver is gone with trials of its plan unstored (no progress file:
-    written by hand, or an older sweeper) is interrupted, not finished."""
+def test_status_says_interrupted_when_the_driver_ended_before_its_plan(tmp_path):
+    """A grid sweep whose driver ended with trials of its plan unstored (an older sweeper wrote
+    "finished" when a signal stopped it) is interrupted, not finished; without a progress file
+    (results only) it is "stored"."""
     try:
         from sweep_helpers import cli, fake_results, variant, write_sweep
     except ImportError:
@@ -472,9 +472,14 @@ def test_status_says_interrupted_for_a_store_with_part_of_its_plan(tmp_path):
     store = Store.open(str(tmp_path / "results"))
     store.write_manifest("part", manifest(sweep, plan, None))
     store.write_pack("part", fake_results(plan.specs[:1]))
+    assert _same_progress(tmp_path / "results", "part")["state"] == "stored"
+    from sweeper.results.summary import PROGRESS_FILE, progress_bytes
+
+    (tmp_path / "results" / "part" / PROGRESS_FILE).write_bytes(progress_bytes(
+        {"state": "finished", "running": 0}))
     rc, out, _ = cli(["status", "part", "--results", tmp_path / "results"])
-    assert rc == 0 and "1 done, 0 failed, 0 running, 3 pending of 4 planned" in out, out
-    assert "interrupted with 3 pending" in out
+    assert rc == 0 and out.startswith("part: 1 done, 0 failed, 3 pending (1 ok); 4 planned; "
+                                      "interrupted before its plan was done"), out
     assert _same_progress(tmp_path / "results", "part")["state"] == "interrupted"
 
 

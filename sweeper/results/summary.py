@@ -340,11 +340,10 @@ class SweepProgress:
                 "packs": list(self.packs)}
 
     def line(self) -> str:
-        """'18 done, 0 failed, 9 running, 9 pending of 36 planned' (no driver state)."""
+        """'18 done, 0 failed, 9 running, 9 pending' (running when any; no driver state)."""
+        running = f", {self.running} running" if self.running else ""
         pending = "" if self.pending is None else f", {self.pending} pending"
-        planned = "" if self.planned is None else f" of {self.planned} planned"
-        return (f"{self.done} done, {self.failed} failed, {self.running} running"
-                f"{pending}{planned}")
+        return f"{self.done} done, {self.failed} failed{running}{pending}"
 
 
 def sweep_progress(counts: dict[str, int], progress: dict | None, *, planned: int | None,
@@ -358,8 +357,8 @@ def sweep_progress(counts: dict[str, int], progress: dict | None, *, planned: in
     (an adaptive search: its budget); `unstored`: the plan's trials with no stored row when the
     caller expanded the plan (default: planned - stored). Running trials come from the progress
     file while its driver runs, and are not pending. The state is the driver's
-    (`driver_state`), but a driver that stopped with trials of a grid plan pending is
-    `interrupted` (the recorder also writes so when a signal stopped it): an adaptive search
+    (`driver_state`), but a driver that ended with trials of a grid plan pending (an older
+    sweeper wrote "finished" when a signal stopped it) is `interrupted`: an adaptive search
     may end before its budget on its own. `running`: the driver's own count (its progress
     line), instead of the file's."""
     stored = sum(int(n) for n in counts.values())
@@ -374,7 +373,7 @@ def sweep_progress(counts: dict[str, int], progress: dict | None, *, planned: in
     if unstored is not None:
         running = min(running, unstored)
         pending = unstored - running
-    if state in ("finished", "stored") and pending and not adaptive:
+    if state == "finished" and pending and not adaptive:
         state = "interrupted"
     return SweepProgress(state, stored, stored - failed, failed, running, pending,
                          None if planned is None else int(planned), age,

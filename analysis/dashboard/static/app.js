@@ -209,6 +209,7 @@ function cellSpan(axis, i, inset) {
   const pad = (hi - lo) * inset;
   return [lo + pad, hi - pad];
 }
+function shapeCoord(axis, v) { return axis.kind === "log" ? Math.log10(v) : v; }
 function outline(shapes, data, cells, xa, ya, style) {
   for (const c of cells) {
     const [x0, x1] = cellSpan(data.x, c.ix, style.inset), [y0, y1] = cellSpan(data.y, c.iy, style.inset);
@@ -279,12 +280,18 @@ async function drawPhase() {
     const here = data.cells.filter((c) => inFacet(data, c, k));
     outline(shapes, data, here.filter((c) => c.regime === "unreliable"), xa, ya, UNRELIABLE);
     outline(shapes, data, here.filter((c) => c.recovered), xa, ya, RECOVERED);
-    const segs = data.boundary.filter((b) => b.facet === k);
-    traces.push({type: "scatter", mode: "lines", x: segs.flatMap((b) => [...b.x, null]),
-                 y: segs.flatMap((b) => [...b.y, null]), line: {color: "black", width: 3},
-                 name: "boundary p = 0.5", xaxis: xa, yaxis: ya, showlegend: k === 0,
-                 legendgroup: "boundary", hoverinfo: "skip", connectgaps: false});
-    if (k === 0) traces.push(legendEntry(UNRELIABLE, xa, ya), legendEntry(RECOVERED, xa, ya));
+    // the boundary between cells: shapes, which take a category axis's positions between
+    // its values (a trace's x would be read as category names)
+    for (const b of data.boundary.filter((s) => s.facet === k)) {
+      shapes.push({type: "line", xref: xa, yref: ya, x0: shapeCoord(data.x, b.x[0]), x1: shapeCoord(data.x, b.x[1]),
+                   y0: shapeCoord(data.y, b.y[0]), y1: shapeCoord(data.y, b.y[1]), layer: "above",
+                   line: {color: "black", width: 3}});
+    }
+    if (k === 0) {
+      traces.push({type: "scatter", mode: "lines", x: [null], y: [null], xaxis: xa, yaxis: ya,
+                   line: {color: "black", width: 3}, name: "boundary p = 0.5", hoverinfo: "skip"},
+                  legendEntry(UNRELIABLE, xa, ya), legendEntry(RECOVERED, xa, ya));
+    }
     const domain = [k * (width + gap), k * (width + gap) + width];
     layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = axisLayout(data.x, {domain, title: {text: data.x.label}, anchor: ya});
     layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = axisLayout(data.y, {anchor: xa, domain: rowDomain[0],
@@ -297,7 +304,7 @@ async function drawPhase() {
     const k = n + j, [xa, ya] = name(k);
     const text = r.delta.map((row) => row.map((d) => (d === null ? "" : `${d > 0 ? "+" : ""}${d.toFixed(2)}`)));
     traces.push({type: "heatmap", x: axisCoords(data.x), y: axisCoords(data.y), z: r.delta, zmin: -1, zmax: 1,
-                 colorscale: "RdBu", reversescale: false, showscale: j === 0,
+                 colorscale: "RdBu", reversescale: true, showscale: j === 0,  // the PNG's: + blue
                  colorbar: {title: {text: "p difference"}, len: 0.4, y: 0.2},
                  text, texttemplate: dense ? "" : "%{text}", hoverinfo: "text",
                  hovertext: text.map((row, iy) => row.map((t, ix) => `${data.x.label} = ${data.x.values[ix]}<br>` +
