@@ -131,14 +131,22 @@ class AxisScale:
         return list(self.centers), [tick(v) for v in self.values]
 
 
+def category_scale(column: str | None, values: Sequence) -> AxisScale:
+    """An axis whose cells sit evenly spaced, one per value (cell k at k), labelled by the
+    values: categories, and a grid's numeric values where the dashboard draws the grid as the
+    grid it is."""
+    n = len(values)
+    return AxisScale(column, list(values), "category", np.arange(n, dtype=float),
+                     np.arange(n + 1) - 0.5)
+
+
 def axis_scale(column: str | None, values: Sequence, log: bool | None = None) -> AxisScale:
     """The scale of an axis with these (sorted, distinct) values; `log` forces or forbids a
     log scale (a `loguniform` axis), None decides from the spacing."""
     values = list(values)
     n = len(values)
     if not is_numeric(values):
-        centers = np.arange(n, dtype=float)
-        return AxisScale(column, values, "category", centers, np.arange(n + 1) - 0.5)
+        return category_scale(column, values)
     v = np.asarray(values, dtype=float)
     kind = "log" if (is_log_spaced(values) if log is None else log and v.min() > 0) else "linear"
     t = np.log(v) if kind == "log" else v

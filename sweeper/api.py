@@ -43,7 +43,7 @@ class SweepResult:
     cells: Any = field(default=None, repr=False)  # pandas DataFrame: sweeper.results.cell_stats
     outcome: str = "learned"
     interrupted: bool = False  # a SIGINT or SIGTERM stopped it (sweeper.interrupts)
-    pending: int | None = None  # trials of this run's plan not stored (None: cannot say)
+    pending: int | None = None  # trials of the sweep's whole plan not stored (None: cannot say)
     exit_status: int = 0  # what `sweeper run` exits with: 0, or 130 / 143 when interrupted
     shared: int = 0  # of `ran`: trials stored with an equivalent trial's training (plan.Sharing)
     taken_s: float | None = None  # wall seconds from the executor's start to its stop
@@ -53,6 +53,9 @@ class SweepResult:
     # an Optuna search's best trial: objective, direction, value, number (the Optuna trial),
     # params, trial_ids (its cell's seeds); None for other searches (`best_trial_text`)
     best_trial: dict[str, Any] | None = None
+    # where the sweep stands after the run, as `sweeper status` and the dashboard say it
+    # (sweeper.results.summary.SweepProgress: stored, running, pending of the whole plan, state)
+    progress: Any = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The run's summary as plain data (`sweeper run --json`; docs/python-api.md)."""
@@ -65,7 +68,9 @@ class SweepResult:
                 "pending": self.pending, "shared": self.shared, "outcome": self.outcome,
                 "taken_s": None if self.taken_s is None else round(self.taken_s, 3),
                 "estimate": None if self.estimate is None else self.estimate.to_json(),
-                "best_trial": self.best_trial, "cells": cells}
+                "best_trial": self.best_trial,
+                "progress": None if self.progress is None else self.progress.to_json(),
+                "cells": cells}
 
     def timing(self) -> str:
         """`took 48 s (estimated 45 s)`: the wall time against the estimate made before
@@ -227,7 +232,8 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
                        _stored_cells(store, spec, outcome), outcome, summary["interrupted"],
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0,
-                       summary["shared"], taken, estimated, summary.get("best_trial"))
+                       summary["shared"], taken, estimated, summary.get("best_trial"),
+                       summary["progress"])
 
 
 def _estimate(spec, plan, store, executor: str, address: str | None, num_cpus: int | None,

@@ -149,6 +149,19 @@ class Plan:
         return plan
 
 
+def plan_progress(plan: Plan, store: Any, name: str, progress: dict | None) -> Any:
+    """Where sweep `name` stands against this plan (`sweeper.results.summary.sweep_progress`,
+    the one definition): its stored trials per status and ids, the driver's `progress` file.
+    A plan with its specs up front counts the trials it lacks by id; an adaptive one by its
+    budget."""
+    from sweeper.results.summary import sweep_progress
+
+    unstored = (len(plan.with_stored(store.stored_ids(name)).pending)
+                if plan.specs and not plan.adaptive else None)
+    return sweep_progress(store.status_counts(name), progress, planned=plan.budget,
+                          unstored=unstored, adaptive=plan.adaptive)
+
+
 def make_plan(sweep: SweepFile, stored: set[str]) -> Plan:
     rules = strategy_class(sweep.search.type)
     return Plan(sweep, expand(sweep) if rules.specs_up_front else [], stored)

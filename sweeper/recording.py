@@ -24,12 +24,20 @@ HEARTBEAT_S = 10.0  # the longest a running driver leaves its progress file unwr
 
 
 class Progress:
-    """One status line: trials done, failed, running, throughput, ETA (stderr, throttled)."""
+    """One status line: trials done, failed, running and pending of the sweep's whole plan
+    (`sweeper.results.summary.sweep_progress`, as `sweeper status` counts them: the trials
+    stored before this run included), throughput, ETA (stderr, throttled).
 
-    def __init__(self, total: int | None, stream=None, every_s: float = 1.0):
+    `total`: the whole plan (None: unknown); `stored`: trials stored with an outcome before
+    this run (what it does not train again), `failed`: stored as failed before it (trained
+    again: a new row replaces the failed one)."""
+
+    def __init__(self, total: int | None, stream=None, every_s: float = 1.0, stored: int = 0,
+                 failed: int = 0):
         stream = sys.stderr if stream is None else stream
         self.total, self.stream, self.every_s = total, stream, every_s
-        self.done = self.failed = self.running = 0
+        self.before = stored + failed
+        self.done, self.failed, self.running = stored, failed, 0
         self.packs: dict[str, tuple[int, int]] = {}  # running packs: (step reached, budget)
         self.start = time.perf_counter()
         self._last = 0.0
@@ -43,21 +51,29 @@ class Progress:
         self.stream.write(("\r" if self.tty else "") + self.line() + ("" if self.tty else "\n"))
         self.stream.flush()
 
+    def counts(self):
+        """This driver's view by the one definition (`sweep_progress`)."""
+        from sweeper.results.summary import sweep_progress
+
+        return sweep_progress({"ok": self.done, "failed": self.failed}, None,
+                              planned=self.total, running=self.running)
+
     def line(self) -> str:
         elapsed = time.perf_counter() - self.start
-        finished = self.done + self.failed
-        rate = finished / elapsed if elapsed > 0 else 0.0
+        now = self.counts()
+        rate = (now.stored - self.before) / elapsed if elapsed > 0 else 0.0
         if self.total:
             width = 24
-            filled = int(width * finished / self.total)
+            filled = min(width, int(width * now.stored / self.total))
             bar = "[" + "#" * filled + "." * (width - filled) + "] "
-            left = self.total - finished
+            left = (now.pending or 0) + now.running
             eta = f"ETA {_duration(left / rate)}" if rate > 0 and left else "ETA -"
-            count = f"{finished}/{self.total}"
+            count = f"{now.stored}/{self.total}"
+            pending = f", {now.pending} pending"
         else:
-            bar, eta, count = "", "", str(finished)
-        return (f"{bar}{count} trials: {self.done} done, {self.failed} failed, "
-                f"{self.running} running{self._steps()} | {rate:.2f} trials/s | {eta}"
+            bar, eta, count, pending = "", "", str(now.stored), ""
+        return (f"{bar}{count} trials: {now.done} done, {now.failed} failed, "
+                f"{now.running} running{self._steps()}{pending} | {rate:.2f} trials/s | {eta}"
                 ).rstrip(" |")
 
     def _steps(self) -> str:
@@ -69,7 +85,7 @@ class Progress:
         return f" (step{'s' * (len(reached) > 1)} {', '.join(reached[:3])}{more})"
 
     def close(self) -> None:
-        if not self.total and not (self.done or self.failed):
+        if self.done + self.failed == self.before and not self.counts().pending:
             return  # nothing was to run: the summary says so in one line
         self.update(force=True)
         if self.tty:
@@ -166,11 +182,13 @@ class Recorder:
                 self.progress.stream.write(f"warning: could not write the sweep's progress or "
                                            f"cell summary ({exc}); results are unaffected\n")
 
-    def close(self) -> None:
-        """The sweep's end (finished or interrupted): the last progress line and file."""
+    def close(self, interrupted: bool = False) -> None:
+        """The sweep's end (finished, or interrupted: a signal stopped it): the last progress
+        line and file."""
         self.progress.close()
         self.packs.clear()
-        self.write_progress(force=True, state="finished")
+        self.progress.running = 0
+        self.write_progress(force=True, state="interrupted" if interrupted else "finished")
 
     def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
                  node_id: str | None = None) -> None:
@@ -213,6 +231,8 @@ class Recorder:
             self.shared += sum(r.shared_with is not None for r in fresh)
             self._quietly(lambda: self._summary().add(pack, fresh, attempts, node_id))
         for r in fresh:
+            if r.trial_id in self.retried:  # its new row replaces the failed one
+                self.progress.failed -= 1
             if r.status == "failed":
                 self.progress.failed += 1
             else:

@@ -12,9 +12,10 @@ import time
 from typing import Any
 
 from sweeper.interrupts import Stoppable, StopRequest
-from sweeper.plan import Plan, make_plan
+from sweeper.plan import Plan, make_plan, plan_progress
 from sweeper.recording import Feedback, Progress, Recorder
 from sweeper.results import Store
+from sweeper.results.summary import read_progress
 from sweeper.search_space import SweepFile
 from sweeper.strategies import Context, make_strategy, strategy_class
 
@@ -32,6 +33,7 @@ def manifest(sweep: SweepFile, plan: Plan, previous: dict[str, Any] | None = Non
     return {"sweep_file": sweep.text, "task": sweep.task, "model": sweep.model,
             "search": sweep.search.type, "search_draws_cells": rules.draws_cells,
             "search_samples_level_set": rules.samples_level_set,
+            "search_adaptive": rules.adaptive,
             "outcome": sweep.family.phase_outcome,
             "trials_expanded": plan.budget,
             "identity": config, "fingerprint": fingerprint(config),
@@ -78,28 +80,34 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
         for notice in notices or ():  # admitted, its first write done: a refusal or a failed
             (stream or sys.stderr).write(notice + "\n")  # first write stays one line
         sharing = plan.sharing
-        recorder = Recorder(store, sweep.name, Progress(strategy.planned, stream), set(stored),
-                            retried=retried, shares=sharing.shares)
+        progress = Progress(record["trials_expanded"], stream, stored=len(stored),
+                            failed=len(retried))
+        recorder = Recorder(store, sweep.name, progress, set(stored), retried=retried,
+                            shares=sharing.shares)
         recorder.share_stored(sharing.shares_stored)
         feedback = Feedback(recorder, strategy)
         if not strategy.done:
-            executor.run(sweep, strategy, feedback)
+            try:
+                executor.run(sweep, strategy, feedback)
+            except KeyboardInterrupt:  # a second signal: abandoned, and said so in the file
+                recorder.close(interrupted=True)
+                raise
         best = getattr(strategy, "best_trial", None)  # an Optuna study's best (before close)
         best_trial = best() if callable(best) else None
     finally:
         strategy.close()
-    recorder.close()
+    interrupted = stop is not None and stop.requested
+    recorder.close(interrupted)
     conclusion = getattr(strategy, "conclusion", None)  # why an adaptive search stopped
     ended = conclusion() if callable(conclusion) else None
     if ended:
         recorder.progress.stream.write(ended + "\n")
     seconds = time.perf_counter() - start
-    planned = strategy.planned
+    now = plan_progress(plan, store, sweep.name, read_progress(store.fs, store.path(sweep.name)))
     return {"sweep": sweep.name, "expanded": record["trials_expanded"],
             "already_stored": len(stored), "ran": recorder.written, "packs": feedback.packs,
             "shared": recorder.shared,
             "seconds": seconds, "trials_per_s": recorder.written / seconds if seconds else 0.0,
             "search_end": ended, "best_trial": best_trial,
             "status": store.status_counts(sweep.name),
-            "interrupted": stop is not None and stop.requested,
-            "pending": None if planned is None else max(0, planned - recorder.written)}
+            "interrupted": interrupted, "pending": now.pending, "progress": now}

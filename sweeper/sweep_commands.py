@@ -159,10 +159,6 @@ def _sweep_name_and_store(args: argparse.Namespace):
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from sweeper.plan import make_plan
-    from sweeper.search_space import parse_sweep
-    from sweeper.strategies import strategy_class
-
     location, store = _sweep_name_and_store(args)
     name = location.name
     manifest = store.read_manifest(name, reader=True)  # damaged: warned of, read as {}
@@ -170,40 +166,42 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise SweeperInputError(f"SWEEP: got {shown(name)}; no sweep of that name under "
                                 f"{store.uri}")
     counts = store.status_counts(name)
-    stored = store.stored_ids(name)
-    if location.file is not None:
-        sweep = _load(location.file)  # pending against the file as it is now
-    else:
-        sweep = parse_sweep(manifest["sweep_file"]) if manifest.get("sweep_file") else None
-    if sweep is not None and not strategy_class(sweep.search.type).adaptive:
-        pending = len(make_plan(sweep, stored).pending)
-    else:
-        pending = max(0, manifest.get("trials_expanded", len(stored)) - len(stored))
-    done = sum(n for s, n in counts.items() if s != "failed")
-    driver, updated, age = _driver(store, name, manifest)
+    progress = _progress(store, name, manifest, location.file)
+    driver = progress.state
+    updated = progress.updated or manifest.get("updated")
     if args.json:
-        print(json.dumps({"sweep": name, "done": done, "failed": counts.get("failed", 0),
-                          "pending": pending, "status": counts, "driver": driver,
-                          "updated": updated, "age_s": age}))
+        print(json.dumps({"sweep": name, "done": progress.done, "failed": progress.failed,
+                          "running": progress.running, "pending": progress.pending,
+                          "planned": progress.planned, "status": counts, "driver": driver,
+                          "updated": updated, "age_s": progress.age_s}))
         return 0
-    seen = (f" (driver seen {age:.0f} s ago)"
-            if driver in ("running", "stalled") and age is not None else "")
-    print(f"{name}: {done} done, {counts.get('failed', 0)} failed, {pending} pending "
-          f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'nothing stored'}); "
-          f"{driver}{seen}; updated {updated or '-'}")
+    seen = (f" (driver seen {progress.age_s:.0f} s ago)"
+            if driver in ("running", "stalled") and progress.age_s is not None else "")
+    planned = "" if progress.planned is None else f"; {progress.planned} planned"
+    stopped = (" before its plan was done (run the same command to resume)"
+               if driver == "interrupted" else "")
+    print(f"{name}: {progress.line()} "
+          f"({', '.join(f'{n} {s}' for s, n in sorted(counts.items())) or 'nothing stored'})"
+          f"{planned}; {driver}{stopped}{seen}; updated {updated or '-'}")
     return 0
 
 
-def _driver(store, name: str, manifest: dict) -> tuple[str, str | None, float | None]:
-    """The driver's state (`sweeper.results.summary.driver_state`), when the sweep last
-    changed (its progress file, written after every pack, else the manifest, written when a
-    run starts) and the progress file's age."""
-    from sweeper.results.summary import driver_state, read_progress
+def _progress(store, name: str, manifest: dict, file: str | None):
+    """The sweep's progress (`sweeper.plan.plan_progress`, the one definition): against the
+    sweep file as it is now when one is given, else the file the manifest stored; by the
+    manifest's trial count when neither expands."""
+    from sweeper.plan import make_plan, plan_progress
+    from sweeper.results.summary import manifest_progress, read_progress
+    from sweeper.search_space import parse_sweep
 
     progress = read_progress(store.fs, store.path(name))
-    state, age = driver_state(progress)
-    updated = (progress or {}).get("updated") or manifest.get("updated")
-    return state, updated, age
+    if file is not None:
+        sweep = _load(file)  # pending against the file as it is now
+    else:
+        sweep = parse_sweep(manifest["sweep_file"]) if manifest.get("sweep_file") else None
+    if sweep is not None:
+        return plan_progress(make_plan(sweep, set()), store, name, progress)
+    return manifest_progress(store.status_counts(name), progress, manifest)
 
 
 def cmd_compact(args: argparse.Namespace) -> int:

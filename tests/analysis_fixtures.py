@@ -186,7 +186,7 @@ def trials_frame(cells: dict[tuple, tuple[int, int]], *, x: str = "task.cooccurr
 
 
 @contextlib.contextmanager
-def serving_dashboard(root: Path, sweep: str):
+def serving_dashboard(root: Path, sweep: str | None):
     """A dashboard of `sweep` under `root` on a free loopback port, in a thread: yields its base
     URL and stops it on exit."""
     from analysis.dashboard.server import make_server

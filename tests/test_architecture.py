@@ -179,7 +179,8 @@ def test_old_manifests_are_read_with_the_facts_the_strategies_state_now():
         rules = strategy_class(kind)
         facts = search_facts({"search": kind})
         assert facts == search_facts({"search": kind, "search_draws_cells": rules.draws_cells,
-                                      "search_samples_level_set": rules.samples_level_set})
+                                      "search_samples_level_set": rules.samples_level_set,
+                                      "search_adaptive": rules.adaptive})
 
 
 ANALYSIS_READS = ("sweeper.results", "sweeper.results.*", "sweeper.errors", "sweeper.numbers",

@@ -215,7 +215,11 @@ def test_the_api_serves_state_phase_cell_failed_and_search(server, root):
                 facet="model.heads")
     assert phase["title"].startswith("p(attention learned")
     assert sum(c["n_trials"] for c in phase["cells"]) == 144
-    assert phase["x"]["kind"] == "linear" and phase["x"]["edges"][0] < 0 < phase["x"]["edges"][1]
+    # a grid's axis is drawn as the grid: evenly spaced cells labelled by the grid's values
+    trials = load(root, "copy").trials
+    grid = sorted(trials["task.cooccurrence"].unique())
+    assert phase["x"]["kind"] == "category" and phase["x"]["values"] == [f"{v:g}" for v in grid]
+    assert phase["x"]["edges"] is None
     cell = next(c for c in phase["cells"] if c["n_trials"])
     seeds = api(server, "cell", sweep="copy", cell=json.dumps(cell["conditions"]))
     assert seeds["total"] == cell["n_trials"] and len(seeds["curves"]) >= cell["n"]
@@ -360,3 +364,157 @@ def test_plan_warns_when_seeds_cannot_resolve_a_cell(tmp_path, capsys):
     path = write_sweep(tmp_path / "t.yaml", {**TINY, "seeds": 3})
     assert main(["plan", str(path), "--results", str(tmp_path / "r")]) == 0
     assert "3 seeds per cell cannot resolve a cell" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- one definition of progress
+
+PROGRESS_KEYS = ("state", "stored", "done", "failed", "running", "pending", "planned")
+
+
+def _status_json(results: Path, name: str) -> dict:
+    try:
+        from sweep_helpers import cli
+    except ImportError:
+        from tests.sweep_helpers import cli
+    rc, out, err = cli(["status", name, "--results", results, "--json"])
+    assert rc == 0, err
+    return json.loads(out)
+
+
+def _live(results: Path, name: str) -> dict:
+    from analysis.dashboard.data import SweepView
+
+    return SweepView(LOCAL, str(results), name).state()["progress"]
+
+
+def _same_progress(results: Path, name: str) -> dict:
+    """The dashboard's live state and `sweeper status --json` say the same counts."""
+    status, live = _status_json(results, name), _live(results, name)
+    assert {k: live[k] for k in ("done", "failed", "running", "pending", "planned")} == {
+        k: status[k] for k in ("done", "failed", "running", "pending", "planned")}
+    assert live["state"] == status["driver"]
+    return live
+
+
+def test_an_interrupted_and_resumed_sweep_shows_the_whole_plan_everywhere(tmp_path,
+                                                                           monkeypatch):
+    """3 cells x 2 seeds in packs of 2 (6 trials). Stopped after its first pack (as a first
+    Ctrl-C does), then resumed: `sweeper status`, the dashboard, the progress line and the
+    run's result count the whole plan across both runs (the bug: done counted the first run,
+    planned only the second, and status said finished with trials pending)."""
+    import io
+
+    import sweeper.workers
+    from sweeper.executors.local import LocalExecutor
+    from sweeper.interrupts import StopRequest
+    from sweeper.runner import run_sweep
+    from sweeper.search_space import load_sweep
+    from sweeper.spec import spec_from_config
+
+    try:
+        from sweep_helpers import cli, fake_result, variant, write_sweep
+    except ImportError:
+        from tests.sweep_helpers import cli, fake_result, variant, write_sweep
+    sweep = load_sweep(str(write_sweep(tmp_path / "r.yaml", variant(**{
+        "name": "resumed", "axes.task.cooccurrence": {"grid": [0.0, 0.5, 1.0]},
+        "pack_size": 2}))))
+    results = tmp_path / "results"
+    store = Store.open(str(results))
+    stop, seen = StopRequest(), []
+
+    def first_pack_then_ctrl_c(configs, device, threads, report=None):
+        stop.event.set()  # a first signal while the first pack trains: it is stored, no more
+        return [fake_result(spec_from_config(c, device)) for c in configs]
+
+    monkeypatch.setattr(sweeper.workers, "execute_pack", first_pack_then_ctrl_c)
+    first = run_sweep(sweep, store, LocalExecutor(), stop=stop, stream=io.StringIO())
+    assert first["interrupted"] and first["ran"] == 2
+    live = _same_progress(results, "resumed")
+    assert {k: live[k] for k in PROGRESS_KEYS} == {
+        "state": "interrupted", "stored": 2, "done": 2, "failed": 0, "running": 0,
+        "pending": 4, "planned": 6}
+    assert first["progress"].to_json() | {"age_s": None, "updated": None} == live | {
+        "age_s": None, "updated": None}
+    rc, out, _ = cli(["status", "resumed", "--results", results])
+    assert rc == 0 and "2 done, 0 failed, 4 pending (2 ok); 6 planned; interrupted before" in out
+
+    def resumed(configs, device, threads, report=None):
+        seen.append(_same_progress(results, "resumed"))  # mid-run: a pack is running
+        return [fake_result(spec_from_config(c, device)) for c in configs]
+
+    monkeypatch.setattr(sweeper.workers, "execute_pack", resumed)
+    lines = io.StringIO()
+    second = run_sweep(sweep, store, LocalExecutor(), stream=lines)
+    assert {k: seen[0][k] for k in PROGRESS_KEYS} == {
+        "state": "running", "stored": 2, "done": 2, "failed": 0, "running": 2,
+        "pending": 2, "planned": 6}
+    assert seen[1]["done"] == 4 and seen[1]["pending"] == 0 and seen[1]["running"] == 2
+    assert "6/6 trials: 6 done, 0 failed, 0 running, 0 pending" in lines.getvalue()
+    end = _same_progress(results, "resumed")
+    assert end["state"] == "finished" and end["pending"] == 0 and end["done"] == 6
+    assert second["pending"] == 0 and second["progress"].state == "finished"
+
+
+def test_status_says_interrupted_when_the_driver_ended_before_its_plan(tmp_path):
+    """A grid sweep whose driver ended with trials of its plan unstored (an older sweeper wrote
+    "finished" when a signal stopped it) is interrupted, not finished; without a progress file
+    (results only) it is "stored"."""
+    try:
+        from sweep_helpers import cli, fake_results, variant, write_sweep
+    except ImportError:
+        from tests.sweep_helpers import cli, fake_results, variant, write_sweep
+    from sweeper.plan import make_plan
+    from sweeper.runner import manifest
+    from sweeper.search_space import load_sweep
+
+    sweep = load_sweep(str(write_sweep(tmp_path / "p.yaml", variant(name="part"))))
+    plan = make_plan(sweep, set())
+    store = Store.open(str(tmp_path / "results"))
+    store.write_manifest("part", manifest(sweep, plan, None))
+    store.write_pack("part", fake_results(plan.specs[:1]))
+    assert _same_progress(tmp_path / "results", "part")["state"] == "stored"
+    from sweeper.results.summary import PROGRESS_FILE, progress_bytes
+
+    (tmp_path / "results" / "part" / PROGRESS_FILE).write_bytes(progress_bytes(
+        {"state": "finished", "running": 0}))
+    rc, out, _ = cli(["status", "part", "--results", tmp_path / "results"])
+    assert rc == 0 and out.startswith("part: 1 done, 0 failed, 3 pending (1 ok); 4 planned; "
+                                      "interrupted before its plan was done"), out
+    assert _same_progress(tmp_path / "results", "part")["state"] == "interrupted"
+
+
+def test_the_dashboard_opens_the_running_sweep_first(tmp_path):
+    from analysis.dashboard.server import Dashboard
+    from sweeper.results.summary import PROGRESS_FILE, progress_bytes
+
+    for name in ("alpha", "beta", "gamma"):
+        synthetic.write_copy_sweep(tmp_path, name, cooccurrence=(0.0, 1.0), seeds=1)
+    (tmp_path / "gamma" / PROGRESS_FILE).write_bytes(progress_bytes({"state": "finished"}))
+    assert Dashboard(str(tmp_path), None, None).first == "gamma"  # the latest updated
+    (tmp_path / "beta" / PROGRESS_FILE).write_bytes(progress_bytes({"state": "running"}))
+    dashboard = Dashboard(str(tmp_path), None, None)
+    assert dashboard.first == "beta"  # its driver runs
+    assert dashboard.preferred(dashboard.available()) == "beta"
+    assert Dashboard(str(tmp_path), "alpha", None).first == "alpha"  # named: that one
+
+
+def test_the_phase_api_draws_a_grid_as_the_grid_with_the_recovery_map(root):
+    from analysis.dashboard.data import SweepView
+
+    view = SweepView(LOCAL, str(root), "copy")
+    phase = view.phase("task.cooccurrence", "task.hardness", "model.heads")
+    trials = load(root, "copy").trials
+    for axis, column in ((phase["x"], "task.cooccurrence"), (phase["y"], "task.hardness")):
+        assert axis["kind"] == "category"
+        assert axis["values"] == [f"{v:g}" for v in sorted(trials[column].unique())]
+    heads = sorted(trials["model.heads"].unique())
+    reference = compute_phase(trials, "task.cooccurrence", "task.hardness", "model.heads")
+    assert [m["facet"] for m in phase["recovery"]] == list(range(1, len(heads)))
+    for m in phase["recovery"]:
+        value = heads[m["facet"]]
+        rec = reference.recovery[reference.recovery["model.heads"] == value]
+        expected = reference.grid("delta", frame=rec)
+        got = np.array(m["delta"], dtype=float)
+        np.testing.assert_allclose(got, expected.astype(float), equal_nan=True)
+        assert m["label"] == f"recovery: p(H = {value}) − p(H = {heads[0]})"
+    assert view.phase("task.cooccurrence", "task.hardness", None)["recovery"] == []

@@ -160,3 +160,64 @@ def test_dashboard_follows_a_running_sweep(browser, tmp_path):
     finally:
         stop(run)
         stop(dashboard)
+
+
+def _open(browser, url: str):
+    page = browser.new_page(viewport={"width": 1300, "height": 1100})
+    messages: list[str] = []
+    page.on("console", lambda m: messages.append(f"{m.type}: {m.text}"))
+    page.on("pageerror", lambda e: messages.append(f"pageerror: {e}"))
+    page.goto(url)
+    return page, messages
+
+
+@pytest.mark.slow
+def test_a_sweep_that_lands_after_the_page_opened_is_shown_and_every_count_is_legible(
+        browser, tmp_path):
+    """The page opens on an empty results root; a 3 x 3 x 2 grid (heads faceted) lands: the
+    page shows it without a reload, every sampled cell's k/n is on the page as text (no mark
+    drawn over it), the axes' tick labels are the grid's values, and the recovery map is
+    drawn under the two-head panel."""
+    try:
+        import synthetic_stores as synthetic
+        from analysis_fixtures import serving_dashboard
+    except ImportError:
+        from tests import synthetic_stores as synthetic
+        from tests.analysis_fixtures import serving_dashboard
+    results, staging = tmp_path / "results", tmp_path / "staging"
+    results.mkdir()
+    with serving_dashboard(results, None) as url:
+        page, messages = _open(browser, url + "/")
+        wait_until(lambda: "no sweep" in page_value(
+            page, "document.getElementById('status').textContent"), 30, "the empty root")
+        synthetic.write_copy_sweep(staging, "grid", cooccurrence=(0.0, 0.25, 0.5),
+                                   hardness=(0.0, 0.5, 1.0), heads=(1, 2), seeds=4, seed=3)
+        (staging / "grid").rename(results / "grid")  # the whole sweep lands at once
+        wait_until(lambda: page_value(
+            page, "+(document.getElementById('phase').dataset.trials || 0)") == 72, 60,
+            "the sweep that landed, without a reload")
+        phase = page_value(page, "window.sweeperDashboard.phase")
+        assert (phase["x"]["column"], phase["y"]["column"], phase["facet"]) == (
+            "task.cooccurrence", "task.hardness", "model.heads")
+        # every cell's count, read from the drawn page (the SVG's text), facet by facet
+        texts = page_value(page, "[...document.querySelectorAll('#phase svg text')]"
+                                 ".map((t) => t.textContent)")
+        expected = [f"{c['successes']}/{c['n']}" for c in phase["cells"] if c["n_trials"]]
+        assert len(expected) == 18
+        counts = [t for t in texts if "/" in t and t.replace("/", "").isdigit()]
+        assert sorted(counts) == sorted(expected)
+        assert any(c["regime"] == "unreliable" for c in phase["cells"])  # outlined, legible
+        # categorical axes: the tick labels are the grid's values, evenly spaced
+        xticks = page_value(page, "[...document.querySelectorAll('#phase .xaxislayer-above text')]"
+                                  ".map((t) => t.textContent)")
+        yticks = page_value(page, "[...document.querySelectorAll('#phase .yaxislayer-above text')]"
+                                  ".map((t) => t.textContent)")
+        panels = 3  # two facet panels and one recovery map
+        assert xticks == ["0", "0.25", "0.5"] * panels
+        assert yticks == ["0", "0.5", "1"] * panels
+        spacing = page_value(page, """(() => { const a = document.getElementById('phase')
+            ._fullLayout.xaxis; return [0, 1, 2].map((i) => a.l2p(i)); })()""")
+        assert abs((spacing[1] - spacing[0]) - (spacing[2] - spacing[1])) < 0.5
+        assert page_value(page, "document.getElementById('phase').dataset.recovery") == "1"
+        assert "recovery: p(H = 2) − p(H = 1)" in texts
+        assert messages == []

@@ -77,7 +77,8 @@ def test_the_manifest_records_what_the_strategy_says_of_its_search(search):
     before they were recorded) is read with the same facts."""
     rules = strategy_class(search)
     facts = {"search_draws_cells": rules.draws_cells,
-             "search_samples_level_set": rules.samples_level_set}
+             "search_samples_level_set": rules.samples_level_set,
+             "search_adaptive": rules.adaptive}
     assert search_facts({"search": search}) == facts
     assert search_facts({"search": search, **facts}) == facts
     assert search_facts({"search": search, "search_draws_cells": not rules.draws_cells}

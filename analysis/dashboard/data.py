@@ -37,14 +37,23 @@ from sweeper.results.store import conforming, scan_folder
 from sweeper.results.summary import (
     CellSummary,
     current_summary,
-    driver_state,
+    manifest_progress,
     outcome_columns,
     read_progress,
     read_summary,
     read_trial_files,
 )
 
-from ..axes import METRIC_LABELS, axis_label, axis_scale, is_log_spaced, is_numeric, tick
+from ..axes import (
+    METRIC_LABELS,
+    AxisScale,
+    axis_label,
+    axis_scale,
+    category_scale,
+    is_log_spaced,
+    is_numeric,
+    tick,
+)
 from ..errors import AnalysisInputError
 from ..outcomes import derived_columns
 from ..phase import default_axes, phase_from_summary
@@ -186,7 +195,8 @@ class SweepView:
         cells = summary.cells if summary is not None else pd.DataFrame()
         counts = {c: int(cells[c].sum()) if c in cells.columns else 0
                   for c in ("n_trials", "ok", "diverged", "failed", "stopped")}
-        progress = read_progress(self.fs, self.folder) or {}
+        statuses = {c: counts[c] for c in ("ok", "diverged", "failed", "stopped") if counts[c]}
+        progress = manifest_progress(statuses, read_progress(self.fs, self.folder), manifest)
         axes = self.axes()
         try:
             x, y, facet = default_axes(cells) if len(cells) else (None, None, None)
@@ -196,7 +206,7 @@ class SweepView:
         info = search_info(manifest)
         return plain({
             "sweep": self.name, "revision": revision, "stored": counts["n_trials"],
-            "counts": counts, "progress": _progress(progress, manifest, counts),
+            "counts": counts, "progress": progress.to_json(),
             "outcome": self.outcome(),
             "outcomes": [o for o in SUCCESS_OUTCOMES if outcome_columns(o)[0] in cells.columns
                          and int(cells[outcome_columns(o)[0]].sum()) > 0],
@@ -243,8 +253,8 @@ class SweepView:
         phase = phase_from_summary(frame, x, y, facet, outcome=outcome, min_seeds=min_seeds,
                                    accuracy_threshold=threshold)
         scales = info.scales()
-        gx = axis_scale(x, phase.x_values, _forced(scales, x, bins))
-        gy = axis_scale(y, phase.y_values, _forced(scales, y, bins))
+        gx = _grid_axis(x, phase.x_values, scales, bins)
+        gy = _grid_axis(y, phase.y_values, scales, bins)
         facets = []
         for value in phase.facet_values:
             part = phase.facet_cells(value)
@@ -270,7 +280,7 @@ class SweepView:
             "revision": self.revision, "title": phase_title(phase), "outcome": outcome,
             "min_seeds": min_seeds, "facet": facet, "facet_label": axis_label(facet),
             "x": _axis_json(gx, bins.get(x)), "y": _axis_json(gy, bins.get(y)),
-            "facets": facets, "boundary": boundary,
+            "facets": facets, "boundary": boundary, "recovery": _recovery_maps(phase),
             "cells": [_cell_json(phase, i, row, bins) for i, row in phase.cells.iterrows()],
             "regimes": phase.cells["regime"].value_counts().to_dict(),
             "excluded": phase.excluded})
@@ -466,15 +476,45 @@ def _binned(column: pd.Series, values: list, log: bool) -> tuple[pd.Series, list
     return mapped, [[float(edges[i]), float(edges[i + 1])] for i in used]
 
 
-def _forced(scales: dict, column: str, bins: dict) -> bool | None:
-    if column in scales:
-        return scales[column] == "log"
-    return None
+def _grid_axis(column: str, values: list, scales: dict, bins: dict) -> AxisScale:
+    """A grid's axis is drawn as the grid: one evenly spaced cell per value, labelled by the
+    value (as the PNG's cells are); a continuous axis cut into bins keeps its numeric (or log)
+    scale, the bins at their edges."""
+    if column not in bins:
+        return category_scale(column, values)
+    return axis_scale(column, values, scales[column] == "log" if column in scales else None)
+
+
+def _ticks(values: list) -> list[str]:
+    """The values as tick labels (`tick`), exact where two would print alike."""
+    ticks = [tick(v) for v in values]
+    return ticks if len(set(ticks)) == len(ticks) else [repr(v) for v in values]
+
+
+def _recovery_maps(phase) -> list[dict]:
+    """The recovery map of each facet value but the base (`PhaseDiagram.recovery`, what the
+    PNG's phase figure draws under its facet's panel): p(value) - p(base) where both cells
+    have enough seeds, and the recovered cells (learned where the base failed)."""
+    if not phase.facet or phase.recovery.empty:
+        return []
+    from ..axes import short_value
+
+    maps = []
+    base = short_value(phase.facet, phase.base)
+    for value in phase.facet_values:
+        if value == phase.base:
+            continue
+        rec = phase.recovery[phase.recovery[phase.facet] == value]
+        maps.append({"facet": phase.facet_values.index(value),
+                     "label": f"recovery: p({short_value(phase.facet, value)}) − p({base})",
+                     "delta": phase.grid("delta", frame=rec).tolist(),
+                     "recovered": phase.grid("recovered", frame=rec).tolist()})
+    return maps
 
 
 def _axis_json(scale, bins) -> dict:
     return {"column": scale.column, "label": axis_label(scale.column), "kind": scale.kind,
-            "values": [tick(v) if scale.kind == "category" else v for v in scale.values],
+            "values": _ticks(scale.values) if scale.kind == "category" else scale.values,
             "raw": list(scale.values),
             "edges": scale.edges.tolist() if scale.numeric else None, "bins": bins}
 
@@ -502,17 +542,3 @@ def _cell_json(phase, index: int, row: pd.Series, bins: dict) -> dict:
             "n_shared": row.get("n_shared", 0), "p": row["p"], "p_low": row["p_low"],
             "p_high": row["p_high"],
             "recovered": bool(row["recovered"]), "conditions": conditions}
-
-
-def _progress(progress: dict, manifest: dict, counts: dict) -> dict:
-    """Done / running / pending and the running packs' steps; a driver whose file stopped
-    moving is reported as such."""
-    stored = counts["n_trials"]
-    state, age = driver_state(progress)
-    running = int(progress.get("running", 0)) if state == "running" else 0
-    planned = progress.get("planned") or manifest.get("trials_expanded")
-    pending = None if planned is None else max(0, int(planned) - stored - running)
-    return {"state": state, "age_s": age, "done": stored - counts["failed"],
-            "failed": counts["failed"], "running": running, "pending": pending,
-            "planned": planned,
-            "packs": progress.get("packs", []) if state == "running" else []}

@@ -80,12 +80,30 @@ class Dashboard:
             from sweeper.results import check_sweep_name
 
             check_sweep_name(sweep, "SWEEP")
-        self.first = sweep or (found[0] if found else None)
+        self.named = sweep
+        self.first = sweep or self.preferred(found)
         self.token = token
         self.views: dict[str, SweepView] = {}
         self.lock = threading.Lock()
         self.plotly = plotly_js()
         self._plotly_gz: bytes | None = None
+
+    def preferred(self, found: list[str]) -> str | None:
+        """The sweep to open: the one named on the command line, else the one whose driver is
+        running, else the most recently updated (its progress file, else its manifest)."""
+        if self.named:
+            return self.named
+        from sweeper.results.reading import read_manifest
+        from sweeper.results.summary import driver_state, read_progress
+
+        def recency(name: str) -> tuple[bool, str]:
+            folder = f"{self.root}/{name}"
+            progress = read_progress(self.fs, folder)
+            updated = (progress or {}).get("updated") or (
+                read_manifest(self.fs, folder, reader=True) or {}).get("updated")
+            return driver_state(progress)[0] == "running", str(updated or "")
+
+        return max(found, key=recency, default=None)
 
     def view(self, name: str | None) -> SweepView:
         from sweeper.results import check_sweep_name
@@ -195,8 +213,9 @@ class Handler(BaseHTTPRequestHandler):
                        {"Cache-Control": "no-cache"})
         elif path == "/api/sweeps":
             found = d.available()
-            self._json({"sweeps": sorted({*found, *([d.first] if d.first else [])}),
-                        "first": d.first})
+            first = d.preferred(found)
+            self._json({"sweeps": sorted({*found, *([first] if first else [])}),
+                        "first": first})
         elif path == "/api/state":
             self._json(d.view(arg("sweep")).state())
         elif path == "/api/phase":
@@ -293,8 +312,8 @@ def serve(results: str, sweep: str | None = None, *, host: str = "127.0.0.1",
     bound_host, bound_port = server.server_address[:2]
     shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
     params = []
-    if dashboard.first:
-        params.append(f"sweep={dashboard.first}")
+    if dashboard.named:  # else the page opens the running sweep, or the latest updated
+        params.append(f"sweep={dashboard.named}")
     if dashboard.token:
         params.append(f"token={dashboard.token}")
     url = f"http://{shown}:{bound_port}/" + ("?" + "&".join(params) if params else "")

@@ -109,11 +109,13 @@ def _json_object(text: bytes) -> tuple[dict[str, Any] | None, str]:
     return None, f"a JSON {_JSON_NAMES.get(type(value), 'value')}"
 
 
-SEARCH_FACTS = ("search_draws_cells", "search_samples_level_set")  # the manifest's keys
+# the manifest's keys: its cells are drawn, it samples a level set, it is adaptive (decides what
+# trains while it runs, and may end before its budget)
+SEARCH_FACTS = ("search_draws_cells", "search_samples_level_set", "search_adaptive")
 # The reading of a manifest written before its search's facts were recorded (no such keys):
 # the facts of the search types sweeper had then, so that no reader branches on a type.
-HISTORICAL_SEARCH_FACTS = {"grid": (False, False), "random": (True, False),
-                           "optuna": (True, False), "boundary": (True, True)}
+HISTORICAL_SEARCH_FACTS = {"grid": (False, False, False), "random": (True, False, False),
+                           "optuna": (True, False, True), "boundary": (True, True, True)}
 
 
 def search_facts(manifest: Mapping[str, Any], search_type: str | None = None) -> dict[str, bool]:
@@ -121,7 +123,8 @@ def search_facts(manifest: Mapping[str, Any], search_type: str | None = None) ->
     grid; it samples a level set), from the manifest, or for an older one from its type
     (`search_type`, else the manifest's `search`; unknown: a grid's)."""
     kind = search_type or manifest.get("search") or "grid"
-    old = dict(zip(SEARCH_FACTS, HISTORICAL_SEARCH_FACTS.get(str(kind), (False, False))))
+    old = dict(zip(SEARCH_FACTS, HISTORICAL_SEARCH_FACTS.get(str(kind),
+                                                            (False, False, False))))
     return {key: bool(manifest.get(key, old[key])) for key in SEARCH_FACTS}
 
 

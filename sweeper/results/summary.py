@@ -300,7 +300,8 @@ def driver_state(progress: dict | None) -> tuple[str, float | None]:
     """What a sweep's driver is doing, from its progress file: "running", "stalled" (a
     running file that stopped moving: the driver was killed or lost), "finished" (it ended,
     finished or interrupted) or "stored" (no progress file: results only); and the file's
-    age in seconds (None without one)."""
+    age in seconds (None without one). A driver stopped by a signal writes "interrupted".
+    `sweep_progress` adds what the plan says (trials of a grid still pending: interrupted)."""
     if not progress:
         return "stored", None
     age = None
@@ -313,6 +314,84 @@ def driver_state(progress: dict | None) -> tuple[str, float | None]:
     if state == "running" and age is not None and age > LIVE_S:
         state = "stalled"
     return state, age
+
+
+@dataclass(frozen=True)
+class SweepProgress:
+    """Where a sweep stands against its whole plan, across runs and resumes: trials stored
+    (done: with an outcome; failed), running now, and pending (planned, neither stored nor
+    running); beside it the driver's state and its running packs."""
+
+    state: str  # running, stalled, finished, interrupted, stored (`sweep_progress`)
+    stored: int
+    done: int
+    failed: int
+    running: int
+    pending: int | None  # None: the plan's size is not known
+    planned: int | None  # the whole plan (every run of it), None when not known
+    age_s: float | None = None  # the progress file's age
+    updated: str | None = None  # when the driver last wrote it
+    packs: list = field(default_factory=list)  # the running packs (progress.json's)
+
+    def to_json(self) -> dict:
+        return {"state": self.state, "stored": self.stored, "done": self.done,
+                "failed": self.failed, "running": self.running, "pending": self.pending,
+                "planned": self.planned, "age_s": self.age_s, "updated": self.updated,
+                "packs": list(self.packs)}
+
+    def line(self) -> str:
+        """'18 done, 0 failed, 9 running, 9 pending' (running when any; no driver state)."""
+        running = f", {self.running} running" if self.running else ""
+        pending = "" if self.pending is None else f", {self.pending} pending"
+        return f"{self.done} done, {self.failed} failed{running}{pending}"
+
+
+def sweep_progress(counts: dict[str, int], progress: dict | None, *, planned: int | None,
+                   unstored: int | None = None, adaptive: bool = False,
+                   running: int | None = None) -> SweepProgress:
+    """The one definition of a sweep's progress, shared by `sweeper status`, the run's
+    progress line, `sweeper.run`'s result and the dashboard.
+
+    `counts`: trials stored per status (every run's); `progress`: the driver's progress file
+    (`read_progress`; None: results only); `planned`: the trials of the sweep's whole plan
+    (an adaptive search: its budget); `unstored`: the plan's trials with no stored row when the
+    caller expanded the plan (default: planned - stored). Running trials come from the progress
+    file while its driver runs, and are not pending. The state is the driver's
+    (`driver_state`), but a driver that ended with trials of a grid plan pending (an older
+    sweeper wrote "finished" when a signal stopped it) is `interrupted`: an adaptive search
+    may end before its budget on its own. `running`: the driver's own count (its progress
+    line), instead of the file's."""
+    stored = sum(int(n) for n in counts.values())
+    failed = int(counts.get("failed", 0))
+    state, age = driver_state(progress)
+    progress = progress or {}
+    if running is None:
+        running = max(0, int(progress.get("running", 0) or 0)) if state == "running" else 0
+    if unstored is None and planned is not None:
+        unstored = max(0, int(planned) - stored)
+    pending = None
+    if unstored is not None:
+        running = min(running, unstored)
+        pending = unstored - running
+    if state == "finished" and pending and not adaptive:
+        state = "interrupted"
+    return SweepProgress(state, stored, stored - failed, failed, running, pending,
+                         None if planned is None else int(planned), age,
+                         progress.get("updated"),
+                         list(progress.get("packs", [])) if state == "running" else [])
+
+
+def manifest_progress(counts: dict[str, int], progress: dict | None,
+                      manifest: dict) -> SweepProgress:
+    """`sweep_progress` against the plan the manifest recorded (its trial count and whether
+    its search is adaptive): for a reader that does not expand the sweep file (the
+    dashboard)."""
+    from sweeper.results.reading import search_facts
+
+    planned = manifest.get("trials_expanded")
+    return sweep_progress(counts, progress,
+                          planned=planned if isinstance(planned, int) else None,
+                          adaptive=search_facts(manifest)["search_adaptive"])
 
 
 def read_progress(fs: pafs.FileSystem, folder: str) -> dict | None:

@@ -55,13 +55,19 @@ early.phase = early.state.then((state) => {  // the default view, fetched in par
   return api("phase", args).then((data) => ({args, data}));
 }).catch(() => null);
 
+// The sweeps under the results root; the one to open is the server's choice (the sweep named
+// on its command line, else the one whose driver runs, else the latest updated).
+async function loadSweeps(request) {
+  const {sweeps, first} = await request;
+  const select = $("sweep");
+  select.replaceChildren(...sweeps.map((s) => el("option", {value: s}, s)));
+  app.sweep = app.sweep || first || sweeps[0] || null;
+  if (app.sweep) select.value = app.sweep;
+}
+
 async function start() {
   try {
-    const {sweeps, first} = await early.sweeps;
     const select = $("sweep");
-    select.replaceChildren(...sweeps.map((s) => el("option", {value: s}, s)));
-    app.sweep = app.sweep || first || sweeps[0] || null;
-    if (app.sweep) select.value = app.sweep;
     select.addEventListener("change", () => {
       app.sweep = select.value; app.revision = null; app.axesKey = null; app.cell = null;
       app.chosen = null;
@@ -73,6 +79,7 @@ async function start() {
         app.revision = null; poll();
       });
     }
+    await loadSweeps(early.sweeps);
   } catch (error) {
     setStatus(`error: ${error.message}`);
     return;
@@ -82,7 +89,11 @@ async function start() {
 
 async function poll() {
   clearTimeout(app.timer);
-  if (!app.sweep) { setStatus("no sweep under this results root yet"); app.timer = setTimeout(start, 3000); return; }
+  if (!app.sweep) {  // none yet: ask again until one lands (no reload needed)
+    setStatus("no sweep under this results root yet");
+    app.timer = setTimeout(() => loadSweeps(api("sweeps")).catch(() => null).then(poll), 2000);
+    return;
+  }
   try {
     const prefetched = early.state ? await early.state : null;
     early.state = null;
@@ -150,21 +161,27 @@ function bar(fraction) {
   return outer;
 }
 
+// The sweep's progress as `sweeper status` says it (one definition, server-side): stored,
+// running and pending of the whole plan across runs and resumes, and the driver's state.
 function drawProgress(state) {
   const p = state.progress;
   const planned = p.planned ? ` of ${p.planned} planned` : "";
   const pending = p.pending === null || p.pending === undefined ? "" : `, ${p.pending} pending`;
-  const age = p.age_s === null || p.age_s === undefined ? "" : ` (driver seen ${Math.round(p.age_s)} s ago)`;
+  const live = p.state === "running" || p.state === "stalled";
+  const age = !live || p.age_s === null || p.age_s === undefined ? "" : ` (driver seen ${Math.round(p.age_s)} s ago)`;
   const text = `${p.state}: ${p.done} done, ${p.failed} failed, ${p.running} running${pending}${planned}${age}`;
-  const done = p.planned ? (p.done + p.failed) / p.planned : 1;
+  const done = p.planned ? p.stored / p.planned : 1;
   $("progress").replaceChildren(bar(done), text);
   $("progress").dataset.done = String(p.done);
+  $("progress").dataset.state = p.state;
   $("packs").replaceChildren(...p.packs.map((pack) => el("div", {},
     bar(pack.steps ? pack.step / pack.steps : 0),
     `pack ${String(pack.pack).slice(0, 8)}: ${pack.trials} trials at step ${pack.step} of ${pack.steps}`)));
 }
 
 // ------------------------------------------------------------------ phase diagram
+// A grid's axis is drawn as the grid: one evenly spaced cell per value, the tick labels the
+// values (kind "category"); a continuous axis cut into bins keeps its numeric or log scale.
 function axisType(axis) { return axis.kind === "category" ? "category" : axis.kind; }
 function axisCoords(axis) { return axis.kind === "category" ? axis.values.map(String) : axis.edges; }
 function axisRange(axis) {
@@ -173,6 +190,40 @@ function axisRange(axis) {
   return axis.kind === "log" ? [Math.log10(lo), Math.log10(hi)] : [lo, hi];
 }
 function centre(axis, i) { return axis.kind === "category" ? String(axis.values[i]) : axis.raw[i]; }
+function axisLayout(axis, extra) {
+  const out = {type: axisType(axis), showgrid: false, zeroline: false, range: axisRange(axis), ...extra};
+  if (axis.kind === "category") {
+    Object.assign(out, {categoryorder: "array", categoryarray: axis.values.map(String),
+                        tickmode: "array", tickvals: axis.values.map(String), ticktext: axis.values.map(String)});
+  }
+  return out;
+}
+// A cell's box in the coordinates shapes take (a category's index; log10 on a log axis), inset
+// by a share of its width: an outline drawn there leaves the cell's text readable.
+function cellSpan(axis, i, inset) {
+  let lo = i - 0.5, hi = i + 0.5;
+  if (axis.kind !== "category") {
+    lo = axis.edges[i]; hi = axis.edges[i + 1];
+    if (axis.kind === "log") { lo = Math.log10(lo); hi = Math.log10(hi); }
+  }
+  const pad = (hi - lo) * inset;
+  return [lo + pad, hi - pad];
+}
+function shapeCoord(axis, v) { return axis.kind === "log" ? Math.log10(v) : v; }
+function outline(shapes, data, cells, xa, ya, style) {
+  for (const c of cells) {
+    const [x0, x1] = cellSpan(data.x, c.ix, style.inset), [y0, y1] = cellSpan(data.y, c.iy, style.inset);
+    shapes.push({type: "rect", xref: xa, yref: ya, x0, x1, y0, y1, layer: "above",
+                 line: {color: style.color, width: style.width, dash: style.dash}, fillcolor: "rgba(0,0,0,0)"});
+  }
+}
+const UNRELIABLE = {color: "#ff7f00", width: 2.5, dash: "dash", inset: 0.04, name: "unreliable (interval spans 0.5)"};
+const RECOVERED = {color: "#00a000", width: 2.5, dash: "solid", inset: 0.1, name: "recovered"};
+function legendEntry(style, xa, ya) {  // an outline's entry in the legend (shapes have none)
+  return {type: "scatter", mode: "markers", x: [null], y: [null], xaxis: xa, yaxis: ya, name: style.name,
+          marker: {symbol: "square-open", size: 12, color: style.color, line: {width: 2}},
+          showlegend: true, hoverinfo: "skip"};
+}
 
 async function drawPhase() {
   const x = $("x").value, y = $("y").value;
@@ -188,13 +239,18 @@ async function drawPhase() {
   if (data.empty) { $("phase-title").textContent = "no trials stored yet"; return; }
   app.phase = data;
   $("phase-title").textContent = data.title;
+  const recovery = data.recovery || [];
+  const rows = recovery.length ? 2 : 1;
   const n = data.facets.length, gap = n > 1 ? 0.06 : 0, width = (1 - gap * (n - 1)) / n;
-  const traces = [], layout = {margin: {l: 70, r: 20, t: 30, b: 60}, height: 420,
-                               plot_bgcolor: "#dddddd", showlegend: true,
-                               legend: {orientation: "h", y: -0.22}, annotations: []};
+  const rowDomain = rows === 2 ? [[0.56, 1], [0, 0.4]] : [[0, 1]];
+  const traces = [], shapes = [];
+  const layout = {margin: {l: 70, r: 20, t: 30, b: 60}, height: rows === 2 ? 820 : 420,
+                  plot_bgcolor: "#dddddd", showlegend: true, legend: {orientation: "h", y: rows === 2 ? -0.1 : -0.22},
+                  annotations: [], shapes};
   const dense = data.x.values.length * data.y.values.length * data.facets.length > 300;
+  const name = (k) => [k === 0 ? "x" : `x${k + 1}`, k === 0 ? "y" : `y${k + 1}`];
   data.facets.forEach((f, k) => {
-    const xa = k === 0 ? "x" : `x${k + 1}`, ya = k === 0 ? "y" : `y${k + 1}`;
+    const [xa, ya] = name(k);
     const g = f.grid;
     const z = g.p.map((row, iy) => row.map((p, ix) => (g.n[iy][ix] >= data.min_seeds ? p : null)));
     // "*": seeds another cell trained (an equivalent config, trained once: shared_with)
@@ -212,40 +268,61 @@ async function drawPhase() {
     const greyText = text.map((row, iy) => row.map((t, ix) => (z[iy][ix] === null ? t : "")));
     traces.push({type: "heatmap", x: axisCoords(data.x), y: axisCoords(data.y), z: sampled, zmin: 0, zmax: 1,
                  colorscale: [[0, "#bdbdbd"], [1, "#bdbdbd"]], showscale: false, text: greyText,
-                 texttemplate: dense ? "" : "%{text}", hovertext: hover, hoverinfo: "text",
+                 texttemplate: dense ? "" : "%{text}", textfont: {color: "black"}, hovertext: hover, hoverinfo: "text",
                  customdata: f.index, xaxis: xa, yaxis: ya, showlegend: false, xgap: 1, ygap: 1});
     const shownText = text.map((row, iy) => row.map((t, ix) => (z[iy][ix] === null ? "" : t)));
     traces.push({type: "heatmap", x: axisCoords(data.x), y: axisCoords(data.y), z, zmin: 0, zmax: 1,
-                 colorscale: "Viridis", showscale: k === 0, colorbar: {title: {text: "p"}, len: 0.9},
+                 colorscale: "Viridis", showscale: k === 0,
+                 colorbar: {title: {text: "p"}, len: rows === 2 ? 0.44 : 0.9, y: rows === 2 ? 0.78 : 0.5},
                  text: shownText, texttemplate: dense ? "" : "%{text}", hovertext: hover, hoverinfo: "text",
                  customdata: f.index, xaxis: xa, yaxis: ya, name: f.label, showlegend: false,
                  xgap: 1, ygap: 1});
-    const marks = (regimeTest, name, symbol, color) => {
-      const pts = data.cells.filter((c) => regimeTest(c) && inFacet(data, c, k));
-      traces.push({type: "scatter", mode: "markers", x: pts.map((c) => centre(data.x, c.ix)),
-                   y: pts.map((c) => centre(data.y, c.iy)), customdata: pts.map((c) => c.index),
-                   marker: {symbol, size: 14, color, line: {width: 2, color}}, name,
-                   xaxis: xa, yaxis: ya, showlegend: k === 0, legendgroup: name, hoverinfo: "skip"});
-    };
-    marks((c) => c.regime === "unreliable", "unreliable (interval spans 0.5)", "circle-open", "#ff7f00");
-    marks((c) => c.recovered, "recovered", "square-open", "#00a000");
-    const segs = data.boundary.filter((b) => b.facet === k);
-    traces.push({type: "scatter", mode: "lines", x: segs.flatMap((b) => [...b.x, null]),
-                 y: segs.flatMap((b) => [...b.y, null]), line: {color: "black", width: 3},
-                 name: "boundary p = 0.5", xaxis: xa, yaxis: ya, showlegend: k === 0,
-                 legendgroup: "boundary", hoverinfo: "skip", connectgaps: false});
+    const here = data.cells.filter((c) => inFacet(data, c, k));
+    outline(shapes, data, here.filter((c) => c.regime === "unreliable"), xa, ya, UNRELIABLE);
+    outline(shapes, data, here.filter((c) => c.recovered), xa, ya, RECOVERED);
+    // the boundary between cells: shapes, which take a category axis's positions between
+    // its values (a trace's x would be read as category names)
+    for (const b of data.boundary.filter((s) => s.facet === k)) {
+      shapes.push({type: "line", xref: xa, yref: ya, x0: shapeCoord(data.x, b.x[0]), x1: shapeCoord(data.x, b.x[1]),
+                   y0: shapeCoord(data.y, b.y[0]), y1: shapeCoord(data.y, b.y[1]), layer: "above",
+                   line: {color: "black", width: 3}});
+    }
+    if (k === 0) {
+      traces.push({type: "scatter", mode: "lines", x: [null], y: [null], xaxis: xa, yaxis: ya,
+                   line: {color: "black", width: 3}, name: "boundary p = 0.5", hoverinfo: "skip"},
+                  legendEntry(UNRELIABLE, xa, ya), legendEntry(RECOVERED, xa, ya));
+    }
     const domain = [k * (width + gap), k * (width + gap) + width];
-    layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = {domain, type: axisType(data.x), title: {text: data.x.label},
-                                                   anchor: ya, showgrid: false, zeroline: false,
-                                                   range: axisRange(data.x)};
-    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = {type: axisType(data.y), anchor: xa, showgrid: false,
-                                                   zeroline: false, range: axisRange(data.y),
-                                                   title: {text: k === 0 ? data.y.label : ""}};
+    layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = axisLayout(data.x, {domain, title: {text: data.x.label}, anchor: ya});
+    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = axisLayout(data.y, {anchor: xa, domain: rowDomain[0],
+                                                                      title: {text: k === 0 ? data.y.label : ""}});
     layout.annotations.push({text: f.label, xref: "paper", yref: "paper", x: domain[0] + width / 2,
-                             y: 1.07, showarrow: false, font: {size: 14}});
+                             y: rows === 2 ? 1.04 : 1.07, showarrow: false, font: {size: 14}});
+  });
+  // The recovery map: under each facet value's panel but the base's, p(value) - p(base).
+  recovery.forEach((r, j) => {
+    const k = n + j, [xa, ya] = name(k);
+    const text = r.delta.map((row) => row.map((d) => (d === null ? "" : `${d > 0 ? "+" : ""}${d.toFixed(2)}`)));
+    traces.push({type: "heatmap", x: axisCoords(data.x), y: axisCoords(data.y), z: r.delta, zmin: -1, zmax: 1,
+                 colorscale: "RdBu", reversescale: true, showscale: j === 0,  // the PNG's: + blue
+                 colorbar: {title: {text: "p difference"}, len: 0.4, y: 0.2},
+                 text, texttemplate: dense ? "" : "%{text}", hoverinfo: "text",
+                 hovertext: text.map((row, iy) => row.map((t, ix) => `${data.x.label} = ${data.x.values[ix]}<br>` +
+                   `${data.y.label} = ${data.y.values[iy]}<br>${r.label}: ${t || "too few seeds"}`)),
+                 xaxis: xa, yaxis: ya, showlegend: false, xgap: 1, ygap: 1});
+    const recovered = [];
+    r.recovered.forEach((row, iy) => row.forEach((v, ix) => { if (v === true) recovered.push({ix, iy}); }));
+    outline(shapes, data, recovered, xa, ya, RECOVERED);
+    const domain = [r.facet * (width + gap), r.facet * (width + gap) + width];
+    layout[`xaxis${k + 1}`] = axisLayout(data.x, {domain, title: {text: data.x.label}, anchor: ya});
+    layout[`yaxis${k + 1}`] = axisLayout(data.y, {anchor: xa, domain: rowDomain[1],
+                                                  title: {text: r.facet === 0 || j === 0 ? data.y.label : ""}});
+    layout.annotations.push({text: r.label, xref: "paper", yref: "paper", x: domain[0] + width / 2,
+                             y: 0.43, showarrow: false, font: {size: 13}});
   });
   const div = $("phase");
   await Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});
+  div.dataset.recovery = String(recovery.length);
   if (!div.dataset.bound) {
     div.dataset.bound = "1";
     div.on("plotly_click", (event) => {
