@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -351,3 +352,20 @@ def test_the_kernel_benchmark_prints_every_kernel_against_its_reference():
     assert [(r[0], r[3]) for r in rows] == [(k, p) for k in ("lstm", "attention", "readout")
                                             for p in ("fwd", "fwd+bwd")]
     assert all(float(r[4]) > 0 and float(r[5]) > 0 and r[6].endswith("x") for r in rows)
+
+
+def test_a_lock_left_by_a_killed_build_does_not_hold_up_the_next_process():
+    """torch's build lock is a plain file: a build killed mid-way leaves it, and every later
+    process would wait on it (for ever, or until it counted as stale). Under the module's own
+    flock, which dies with its holder, such a file is known to be left over and removed."""
+    require_native()
+    from torch.utils import cpp_extension
+
+    build_dir = Path(cpp_extension._get_build_directory(native.build_name(), verbose=False))
+    (build_dir / "lock").touch()  # as a build killed a moment ago leaves it
+    loaded = subprocess.run(
+        [sys.executable, "-c", "from sweeper.layers import native; "
+         "print(native.ops() is not None)"],
+        capture_output=True, text=True, timeout=120)
+    assert loaded.stdout.strip() == "True", loaded.stderr
+    assert not (build_dir / "lock").exists()

@@ -15,12 +15,15 @@ default ~/.cache/torch_extensions), once per machine and torch version: 30-90 s 
 a load of well under a second. The module's name carries the instruction set it was compiled for
 (`-march` is chosen from this CPU's flags), so a cache shared by machines of different kinds
 keeps one build per kind. `sweeper run` builds it in the driver before its workers start (so
-that its notices reach the terminal); processes that start at once wait on torch's build lock,
-and a lock left by a build that was killed is removed once it is older than any build takes.
+that its notices reach the terminal). Processes that start at once take turns on an advisory
+lock of this module's own (`flock`, which the system releases when its holder dies, however it
+dies); whoever holds it and finds torch's lock file in the build folder knows that file was left
+by a killed build, and removes it, instead of waiting on it forever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -105,13 +108,39 @@ def _build() -> ModuleType:
     _put_ninja_on_path()
     name = build_name()
     build_dir = Path(cpp_extension._get_build_directory(name, verbose=False))
-    _remove_stale_lock(build_dir / "lock")
-    built = any(build_dir.glob(f"{name}*.so"))
-    if not built:
-        print("sweeper: building the native kernels (once per machine, about a minute)",
-              file=sys.stderr)
-    return cpp_extension.load(name=name, sources=[str(p) for p in SOURCES], verbose=False,
-                              extra_cflags=_cflags(instruction_set()[1]))
+    with _one_builder(build_dir) as alone:
+        if alone:  # no live process builds: torch's lock file, if any, is a killed build's
+            (build_dir / "lock").unlink(missing_ok=True)
+        else:
+            _remove_stale_lock(build_dir / "lock")
+        if not any(build_dir.glob(f"{name}*.so")):
+            print("sweeper: building the native kernels (once per machine, about a minute)",
+                  file=sys.stderr)
+        return cpp_extension.load(name=name, sources=[str(p) for p in SOURCES], verbose=False,
+                                  extra_cflags=_cflags(instruction_set()[1]))
+
+
+@contextlib.contextmanager
+def _one_builder(build_dir: Path):
+    """Holds an exclusive `flock` on `build_dir`/../NAME.flock while a process builds or loads
+    the kernels; yields True when held, False where flock is unavailable (then a stale torch
+    lock is known only by its age, `STALE_LOCK_S`)."""
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        yield False
+        return
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir.parent / f"{build_dir.name}.flock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError:  # a file system without locks
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _put_ninja_on_path() -> None:
