@@ -158,6 +158,9 @@ def phase_title(phase) -> str:
     co-occurrence strength c × hardness h, by heads H', then how cells are judged."""
     by = f", by {axis_label(phase.facet)}" if phase.facet else ""
     pooled = f"; pooled over {', '.join(phase.pooled)}" if phase.pooled else ""
+    bins = getattr(phase, "bins", {})
+    binned = "; " + ", ".join(f"{symbol(c) or axis_label(c)} in {len(b.labels)} {b.method} bins"
+                              for c, b in bins.items()) if bins else ""
     return (f"p({phase.success_text()}) over {axis_label(phase.x)} × {axis_label(phase.y)}"
             f"{by}\nboundary at p = {phase.level:g}; {phase.confidence:.0%} Wilson intervals; "
-            f"cells need ≥ {phase.min_seeds} seeds{pooled}")
+            f"cells need ≥ {phase.min_seeds} seeds{binned}{pooled}")

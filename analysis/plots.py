@@ -121,7 +121,8 @@ def wrap_title(text: str, width: float) -> str:
     import textwrap
 
     chars = max(20, int(width * TITLE_CHARS_PER_INCH))
-    return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
+    return "\n".join(textwrap.fill(line, chars, break_long_words=False, break_on_hyphens=False)
+                     for line in text.split("\n"))
 
 
 def save(fig: Figure, path: str | os.PathLike, dpi: int = 100) -> Path:
@@ -154,7 +155,8 @@ def phase_scales(phase: PhaseDiagram, scales: Mapping[str, str] | None = None
 
 
 def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool | None = None,
-                 scales: Mapping[str, str] | None = None) -> Figure:
+                 scales: Mapping[str, str] | None = None, title: str | None = None,
+                 size: tuple[float, float] | None = None) -> Figure:
     """One success-probability panel per facet value, then a recovery-map panel per facet
     value other than the base; boundary at p = level, unsampled and unreliable cells marked.
     Numeric axes are drawn at their values (log-spaced ones on a log scale; `scales` may name
@@ -162,6 +164,9 @@ def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool |
 
     annotate: write k/n (and p differences) in the cells; by default when a panel has at most
     ANNOTATE_CELLS cells. The cells table has the numbers either way.
+    title: the figure's title (default `phase_title`: outcome, axes, bins, how cells are
+    judged), wrapped at words to the figure's width. size: (width, height) in inches instead
+    of the size the panels need (the panels stretch or shrink to it).
     """
     if annotate is None:
         annotate = len(phase.x_values) * len(phase.y_values) <= ANNOTATE_CELLS
@@ -169,7 +174,9 @@ def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool |
     others = [v for v in phase.facet_values if v != phase.base] if phase.facet else []
     show_recovery = recovery and bool(others)
     legend = _phase_legend(phase)
-    layout = _phase_layout(phase, rows=2 if show_recovery else 1, legend=len(legend))
+    title = phase_title(phase) if title is None else title
+    layout = _phase_layout(phase, rows=2 if show_recovery else 1, legend=len(legend),
+                           title=title)
     fig = layout.figure()
     fig.phase_panels = []  # (facet value, axes, x scale, y scale): the report maps cells
     for i, value in enumerate(phase.facet_values):
@@ -182,9 +189,28 @@ def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool |
             ax = layout.axes(fig, 1, phase.facet_values.index(value))
             delta_image = _recovery_panel(ax, phase, value, annotate, gx, gy)
         fig.colorbar(delta_image, cax=layout.colorbar_axes(fig, 1), label="p difference")
-    layout.title(fig, phase_title(phase))
+    if size is not None:
+        fig.set_size_inches(*check_size(size))
+    fig.suptitle(wrap_title(title, fig.get_size_inches()[0]),
+                 y=1 - 0.08 / fig.get_size_inches()[1], va="top")
     layout.legend(fig, legend, ncols=layout.legend_cols)
     return fig
+
+
+MAX_FIGURE_INCHES = 100.0
+
+
+def check_size(size: Sequence[float]) -> tuple[float, float]:
+    """A figure size (width, height) in inches: two finite numbers from 1 to 100."""
+    try:
+        width, height = (float(v) for v in size)
+    except (TypeError, ValueError):
+        raise AnalysisInputError(f"size: got {size!r}; allowed: width,height in inches, "
+                                 "e.g. 8,5") from None
+    if not all(math.isfinite(v) and 1 <= v <= MAX_FIGURE_INCHES for v in (width, height)):
+        raise AnalysisInputError(f"size: got {width:g},{height:g}; allowed: width and height "
+                                 f"in inches from 1 to {MAX_FIGURE_INCHES:g}, e.g. 8,5")
+    return width, height
 
 
 @dataclass(frozen=True)
@@ -201,14 +227,17 @@ def _phase_layout(phase: PhaseDiagram, rows: int, legend: int, cols: int | None 
     cell = min(0.6, 4.0 / max(nx, ny, 1))
     panel = (max(2.4, cell * nx), max(2.0, cell * ny))
     cols = len(phase.facet_values) if cols is None else cols
-    layout = _PhaseLayout(rows=rows, cols=cols, panel=panel, left=0.9,
-                          right=1.2, top=1.0, bottom=0.75, wgap=0.9, hgap=0.9)
+    x_room = 0.6 if phase.x in phase.bins else 0.0  # slanted interval labels under a panel
+    y_room = 0.8 if phase.y in phase.bins else 0.0  # interval labels beside one
+    layout = _PhaseLayout(rows=rows, cols=cols, panel=panel, left=0.9 + y_room,
+                          right=1.2, top=1.0, bottom=0.75 + x_room, wgap=0.9 + y_room,
+                          hgap=0.9 + x_room)
     layout = layout.widened(2 * LEGEND_ITEM_WIDTH + 0.6)
     cols = max(1, min(legend, int((layout.size[0] - 0.4) // LEGEND_ITEM_WIDTH)))
     legend_rows = math.ceil(legend / cols) if legend else 0
     title = phase_title(phase) if title is None else title
     title_lines = wrap_title(title, layout.size[0]).count("\n") + 1
-    return replace(layout, legend_cols=cols, bottom=0.75 + 0.25 * legend_rows,
+    return replace(layout, legend_cols=cols, bottom=0.75 + x_room + 0.25 * legend_rows,
                    top=0.3 + 0.25 * title_lines)
 
 
@@ -243,7 +272,12 @@ def _setup_grid_axes(ax, phase: PhaseDiagram, title: str, gx: AxisScale, gy: Axi
     ax.set_ylabel(axis_label(phase.y))
     ax.set_title(title)
     crowded = gx.ticks() is not None and len(gx.values) > 6 and gx.numeric
-    ax.tick_params(axis="x", labelrotation=45 if len(phase.x_values) > 8 or crowded else 0)
+    binned = phase.x in phase.bins  # interval labels, "[0.22, 0.458)", are wide
+    ax.tick_params(axis="x", labelrotation=45 if len(phase.x_values) > 8 or crowded or binned
+                   else 0)
+    if binned:
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
 
 
 def _mesh(ax, values: np.ndarray, gx: AxisScale, gy: AxisScale, **kwargs):
