@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sweeper.results.words import count
+
 # Words for the columns every sweep has; a family's task and model columns take theirs from
 # its declaration (`Param.label`, `Param.symbol`, `Family.labels`: sweeper.families).
 LABELS = {"train.lr": "learning rate", "train.batch_size": "batch size",
@@ -163,4 +165,4 @@ def phase_title(phase) -> str:
                               for c, b in bins.items()) if bins else ""
     return (f"p({phase.success_text()}) over {axis_label(phase.x)} × {axis_label(phase.y)}"
             f"{by}\nboundary at p = {phase.level:g}; {phase.confidence:.0%} Wilson intervals; "
-            f"cells need ≥ {phase.min_seeds} seeds{binned}{pooled}")
+            f"cells need ≥ {count(phase.min_seeds, 'seed')}{binned}{pooled}")

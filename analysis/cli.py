@@ -24,6 +24,7 @@ from sweeper.results.errors import (
 )
 from sweeper.results.files import write_whole_file
 from sweeper.results.outcomes import Thresholds
+from sweeper.results.words import count
 
 from .errors import AnalysisInputError
 from .load import load, split_sweep_dir
@@ -188,6 +189,49 @@ class _Outcomes:
         return success_choices()
 
 
+def _bins_argument(text: str) -> int | dict[str, int] | str | None:
+    """`--bins`: N for both axes, x=N,y=M per axis, none (no bins; a grid's values) or auto."""
+    from .phase import MAX_BINS
+
+    allowed = (f"allowed: an integer from 2 to {MAX_BINS} (both axes), x=N,y=M per axis, "
+               "none or auto")
+    if text.strip().lower() == "auto":  # the default: binned for a random or Optuna sweep
+        return "auto"
+    if text.strip().lower() in ("none", "0"):
+        return None
+    parse = int_argument(0, MAX_BINS)
+    if "=" not in text:
+        count = _bin_count(parse, text, allowed)
+        return count or None
+    counts = {}
+    for part in text.split(","):
+        axis, _, value = part.partition("=")
+        if axis.strip() not in ("x", "y") or axis.strip() in counts:
+            raise argparse.ArgumentTypeError(f"got {text!r}; {allowed}")
+        counts[axis.strip()] = _bin_count(parse, value, allowed)
+    return counts
+
+
+def _bin_count(parse: Callable[[str], int], text: str, allowed: str) -> int:
+    try:
+        count = parse(text.strip())
+    except argparse.ArgumentTypeError:
+        count = 1  # refused below, with the grammar
+    if count == 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}; {allowed}")
+    return count
+
+
+def _size_argument(text: str) -> tuple[float, float]:
+    """`--size W,H`: the figure's width and height in inches."""
+    from .plots import check_size
+
+    try:
+        return check_size(text)
+    except AnalysisInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("size: ")) from None
+
+
 def _add_phase_options(p: argparse.ArgumentParser, axes_required: bool) -> None:
     p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
     p.add_argument("--x", required=axes_required, help="x axis column, e.g. task.cooccurrence")
@@ -220,20 +264,28 @@ def run_phase(args: argparse.Namespace) -> int:
         auto = default_axes(results.trials)[2]
         facet = auto if auto not in (args.x, args.y) else None
     phase = phase_from_results(results, args.x, args.y, facet, thresholds=_thresholds(args),
-                               min_seeds=args.min_seeds, outcome=args.outcome)
+                               min_seeds=args.min_seeds, outcome=args.outcome,
+                               bins=args.bins, bins_method=args.bins_method)
     if getattr(args, "view", "phase") == "lottery":
         return _run_lottery(args, results, phase)
     if getattr(args, "view", "phase") == "regime":
         return _run_regime(args, phase)
-    path = plots.save(plots.phase_figure(phase), args.output)
+    try:
+        fig = plots.phase_figure(phase, title=args.title, size=args.size)
+    except AnalysisInputError as exc:  # a --size too small for the panels: name the flag
+        raise AnalysisInputError(f"--{exc}" if str(exc).startswith("size:") else str(exc)
+                                 ) from None
+    path = plots.save(fig, args.output)
     if args.cells:
         _write_cells(phase, Path(args.cells))
     counts = phase.cells["regime"].value_counts()
     summary = ", ".join(f"{r} {int(counts.get(r, 0))}" for r in
                         ("learned", "failed", "unreliable", "insufficient", "missing"))
-    print(f"wrote {path}: {phase.outcome}, {len(phase.cells)} cells ({summary}); "
+    print(f"wrote {path}: {phase.outcome}, {count(len(phase.cells), 'cell')} ({summary}); "
           f"{int(phase.cells['recovered'].sum())} recovered; "
-          f"{len(phase.boundary)} boundary segments")
+          f"{count(len(phase.boundary), 'boundary segment')}")
+    for binned in phase.bins.values():
+        print(binned.describe())
     return 0
 
 
@@ -268,8 +320,8 @@ def _run_regime(args: argparse.Namespace, phase) -> int:
     if args.cells:
         _write_table(table, Path(args.cells))
     totals = ", ".join(f"{name} {int(table[name].sum())}" for name in phase.regime_codes)
-    print(f"wrote {path}: {phase.regime_column} of {int(table['n'].sum())} seeds in "
-          f"{int((table['n'] > 0).sum())} cells ({totals})")
+    print(f"wrote {path}: {phase.regime_column} of {count(int(table['n'].sum()), 'seed')} in "
+          f"{count(int((table['n'] > 0).sum()), 'cell')} ({totals})")
     return 0
 
 
@@ -299,6 +351,18 @@ def _add_phase(subparsers) -> None:
     p.add_argument("--cells", help="also write the cells table here (.csv or .json); with "
                                    "--view lottery, the lottery table; with --view regime, "
                                    "the regime counts")
+    p.add_argument("--bins", type=_bins_argument, default="auto", metavar="N|x=N,y=M|none",
+                   help="bin continuous x/y values into N cells per axis (x=5,y=4 per axis; "
+                        "none: one cell per value); default: 5 for a random or Optuna sweep, "
+                        "none for a grid")
+    p.add_argument("--bins-method", choices=("quantile", "width"), default="quantile",
+                   help="quantile (default): about as many trials per bin; width: equal "
+                        "widths (in log space on a log-uniform axis)")
+    p.add_argument("--title", help="the figure's title (default: outcome, axes, bins and how "
+                                   "cells are judged; --view phase)")
+    p.add_argument("--size", type=_size_argument, metavar="W,H",
+                   help="the figure's width and height in inches, e.g. 10,6 (default: what "
+                        "the panels need; --view phase)")
     p.add_argument("--view", choices=("phase", "lottery", "regime"), default="phase",
                    help="phase (default): the diagram and recovery maps; lottery: recovery "
                         "beyond independent heads (facet model.heads), and heads aligned; "
@@ -318,8 +382,8 @@ def run_report(args: argparse.Namespace) -> int:
     report = write_report(results, args.output, x=args.x, y=args.y, facet=args.facet,
                           thresholds=_thresholds(args), min_seeds=args.min_seeds,
                           outcome=args.outcome)
-    print(f"wrote {args.output}: {len(results.trials)} trials, {len(report.phase.cells)} cells, "
-          f"{len(report.figures)} figures")
+    print(f"wrote {args.output}: {count(len(results.trials), 'trial')}, "
+          f"{count(len(report.phase.cells), 'cell')}, {count(len(report.figures), 'figure')}")
     return 0
 
 
@@ -363,7 +427,7 @@ def run_seeds(args: argparse.Namespace) -> int:
     trials, rows = cell_trajectories(results, metrics, _thresholds(args))
     fig = plots.seeds_figure(trials, rows, cells, metrics, outcome, _thresholds(args))
     path = plots.save(fig, args.output)
-    print(f"wrote {path}: {len(cells)} cell{'s' * (len(cells) != 1)}, {len(trials)} trials, "
+    print(f"wrote {path}: {count(len(cells), 'cell')}, {count(len(trials), 'trial')}, "
           f"{', '.join(metrics)}")
     return 0
 
@@ -476,7 +540,7 @@ def _write_stage2(args: argparse.Namespace, sweep: dict, header: str) -> None:
     write_whole_file(path, text.encode())
     sets, seeds = 3 * args.sets, len(args.data_seeds)
     print(f"wrote {path}: {sweep['name']}, {sets} head sets x {seeds} data seeds = "
-          f"{sets * seeds} trials of {args.heads} heads")
+          f"{count(sets * seeds, 'trial')} of {args.heads} heads")
 
 
 def _heads_table(args: argparse.Namespace) -> int:

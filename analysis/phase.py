@@ -29,6 +29,7 @@ from sweeper.results import (
 )
 from sweeper.results.cells import category_cells, shares_within_cell
 from sweeper.results.reading import search_facts
+from sweeper.results.words import count
 
 from .errors import AnalysisInputError, unknown_column
 from .outcomes import (
@@ -125,7 +126,7 @@ class PhaseDiagram:
         return (f"<PhaseDiagram of {self.outcome}: {self.x} x {self.y}{facet}: "
                 f"{len(self.x_values)} x "
                 f"{len(self.y_values)} cells per facet; regimes: {counts}; "
-                f"{len(self.boundary)} boundary edges at p = {self.level}{excluded}>")
+                f"{count(len(self.boundary), 'boundary edge')} at p = {self.level}{excluded}>")
 
     def facet_cells(self, value: object) -> pd.DataFrame:
         """The cells of one facet value (all cells when there is no facet)."""
@@ -459,16 +460,16 @@ def bin_counts(bins: int | Mapping[str, int] | None, x: str, y: str) -> dict[str
     if not isinstance(bins, Mapping):
         bins = {"x": bins, "y": bins}
     counts = {}
-    for key, count in bins.items():
+    for key, n in bins.items():
         column = {"x": x, "y": y}.get(key, key)
         if column not in (x, y):
             raise AnalysisInputError(f"bins: got axis {shown(key)}; allowed: x, y, {x}, {y}")
-        if isinstance(count, bool) or not isinstance(count, int | np.integer) or not (
-                count == 0 or 2 <= count <= MAX_BINS):
-            raise AnalysisInputError(f"bins: got {shown(count)} for {key}; allowed: an integer "
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not (
+                n == 0 or 2 <= n <= MAX_BINS):
+            raise AnalysisInputError(f"bins: got {shown(n)} for {key}; allowed: an integer "
                                      f"from 2 to {MAX_BINS}, or 0 for no bins")
-        if count:
-            counts[column] = int(count)
+        if n:
+            counts[column] = int(n)
     return counts
 
 
@@ -484,8 +485,8 @@ def _binned(frame: pd.DataFrame, counts: Mapping[str, int], method: str,
             scales: Mapping[str, str] | None) -> dict[str, AxisBins]:
     scales = scales or {}
     found = {}
-    for column, count in counts.items():
-        made = axis_bins(column, frame[column], count, method, scales.get(column) == "log")
+    for column, n in counts.items():
+        made = axis_bins(column, frame[column], n, method, scales.get(column) == "log")
         if made is not None:
             found[column] = made
     return found

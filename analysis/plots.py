@@ -23,6 +23,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from sweeper.results import COUNTED_STATUSES
 from sweeper.results.files import write_whole_file
+from sweeper.results.words import count
 
 from .axes import (  # noqa: F401 - the words for columns, re-exported for callers
     BOOLEAN_WORDS,
@@ -105,6 +106,18 @@ class _Layout:
         fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=ncols,
                    fontsize="small", frameon=False)
 
+    def fitted(self, size: tuple[float, float], smallest: float = 0.5) -> _Layout:
+        """The same margins, the panels grown or shrunk so that the figure is `size` inches."""
+        width, height = size
+        panel = ((width - self.left - self.right - (self.cols - 1) * self.wgap) / self.cols,
+                 (height - self.top - self.bottom - (self.rows - 1) * self.hgap) / self.rows)
+        if min(panel) < smallest:
+            need = replace(self, panel=(smallest, smallest)).size
+            raise AnalysisInputError(
+                f"size: got {width:g},{height:g}; allowed: at least {math.ceil(need[0])},"
+                f"{math.ceil(need[1])} inches for {self.rows} x {self.cols} panels")
+        return replace(self, panel=panel)
+
     def widened(self, width: float) -> _Layout:
         """The same panels in a figure at least `width` inches wide (margins grow evenly), so
         that a title and a legend wider than one panel are not cut off."""
@@ -176,7 +189,7 @@ def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool |
     legend = _phase_legend(phase)
     title = phase_title(phase) if title is None else title
     layout = _phase_layout(phase, rows=2 if show_recovery else 1, legend=len(legend),
-                           title=title)
+                           title=title, size=None if size is None else check_size(size))
     fig = layout.figure()
     fig.phase_panels = []  # (facet value, axes, x scale, y scale): the report maps cells
     for i, value in enumerate(phase.facet_values):
@@ -189,10 +202,9 @@ def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool |
             ax = layout.axes(fig, 1, phase.facet_values.index(value))
             delta_image = _recovery_panel(ax, phase, value, annotate, gx, gy)
         fig.colorbar(delta_image, cax=layout.colorbar_axes(fig, 1), label="p difference")
-    if size is not None:
+    if size is not None:  # exactly, whatever the sums of margins round to
         fig.set_size_inches(*check_size(size))
-    fig.suptitle(wrap_title(title, fig.get_size_inches()[0]),
-                 y=1 - 0.08 / fig.get_size_inches()[1], va="top")
+    layout.title(fig, title)
     layout.legend(fig, legend, ncols=layout.legend_cols)
     return fig
 
@@ -200,10 +212,11 @@ def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool |
 MAX_FIGURE_INCHES = 100.0
 
 
-def check_size(size: Sequence[float]) -> tuple[float, float]:
-    """A figure size (width, height) in inches: two finite numbers from 1 to 100."""
+def check_size(size: Sequence[float] | str) -> tuple[float, float]:
+    """A figure size (width, height) in inches, or its text "W,H": two finite numbers from 1
+    to 100."""
     try:
-        width, height = (float(v) for v in size)
+        width, height = (float(v) for v in (size.split(",") if isinstance(size, str) else size))
     except (TypeError, ValueError):
         raise AnalysisInputError(f"size: got {size!r}; allowed: width,height in inches, "
                                  "e.g. 8,5") from None
@@ -219,10 +232,11 @@ class _PhaseLayout(_Layout):
 
 
 def _phase_layout(phase: PhaseDiagram, rows: int, legend: int, cols: int | None = None,
-                  title: str | None = None) -> _PhaseLayout:
+                  title: str | None = None, size: tuple[float, float] | None = None
+                  ) -> _PhaseLayout:
     """Panels of a phase figure (a panel per facet value unless `cols`); at least wide enough
     for two legend entries a row and the title's longest words; the legend takes as many rows
-    as its entries need."""
+    as its entries need. With `size` (inches), the figure is that size, its panels fitted."""
     nx, ny = len(phase.x_values), len(phase.y_values)
     cell = min(0.6, 4.0 / max(nx, ny, 1))
     panel = (max(2.4, cell * nx), max(2.0, cell * ny))
@@ -232,19 +246,22 @@ def _phase_layout(phase: PhaseDiagram, rows: int, legend: int, cols: int | None 
     layout = _PhaseLayout(rows=rows, cols=cols, panel=panel, left=0.9 + y_room,
                           right=1.2, top=1.0, bottom=0.75 + x_room, wgap=0.9 + y_room,
                           hgap=0.9 + x_room)
-    layout = layout.widened(2 * LEGEND_ITEM_WIDTH + 0.6)
-    cols = max(1, min(legend, int((layout.size[0] - 0.4) // LEGEND_ITEM_WIDTH)))
+    if size is None:
+        layout = layout.widened(2 * LEGEND_ITEM_WIDTH + 0.6)
+    width = layout.size[0] if size is None else size[0]
+    cols = max(1, min(legend, int((width - 0.4) // LEGEND_ITEM_WIDTH)))
     legend_rows = math.ceil(legend / cols) if legend else 0
     title = phase_title(phase) if title is None else title
-    title_lines = wrap_title(title, layout.size[0]).count("\n") + 1
-    return replace(layout, legend_cols=cols, bottom=0.75 + x_room + 0.25 * legend_rows,
-                   top=0.3 + 0.25 * title_lines)
+    title_lines = wrap_title(title, width).count("\n") + 1
+    layout = replace(layout, legend_cols=cols, bottom=0.75 + x_room + 0.25 * legend_rows,
+                     top=0.3 + 0.25 * title_lines)
+    return layout if size is None else layout.fitted(size)
 
 
 def _phase_legend(phase: PhaseDiagram) -> list:
     return [Line2D([], [], color="black", lw=2.5, label=f"boundary p = {phase.level:g}"),
             Patch(facecolor=_INSUFFICIENT_COLOR, hatch="///", edgecolor="grey",
-                  label=f"fewer than {phase.min_seeds} seeds"),
+                  label=f"fewer than {count(phase.min_seeds, 'seed')}"),
             Patch(facecolor=_MISSING_COLOR, hatch="xx", edgecolor="grey", label="no trials"),
             Patch(facecolor="none", edgecolor=_UNRELIABLE_COLOR, lw=1.5, ls="--",
                   label=f"unreliable (interval spans {phase.level:g})"),
@@ -462,7 +479,7 @@ def _lottery_legend(phase: PhaseDiagram) -> list:
             Patch(facecolor="none", edgecolor=_FAILED_COLOR, lw=2.0, ls="--",
                   label="below the lottery"),
             Patch(facecolor=_INSUFFICIENT_COLOR, hatch="///", edgecolor="grey",
-                  label=f"fewer than {phase.min_seeds} seeds"),
+                  label=f"fewer than {count(phase.min_seeds, 'seed')}"),
             Patch(facecolor="none", edgecolor="none", label="p (lottery p) in each cell")]
 
 
@@ -656,8 +673,9 @@ def onset_figure(trials: pd.DataFrame, facet: str | None = "model.heads") -> Fig
     ties = int((x[both] == y[both]).sum())
     ax.set_xlabel("KTIW onset: first step with ktiw_acc ≥ threshold")
     ax.set_ylabel("attention onset (step)")
-    ax.set_title(f"KTIW first in {first} of {int(both.sum())} trials ({ties} ties);\n"
-                 f"{int((~both).sum())} trials without both onsets not shown")
+    ax.set_title(f"KTIW first in {first} of {count(int(both.sum()), 'trial')} "
+                 f"({count(ties, 'tie')});\n{count(int((~both).sum()), 'trial')} without both "
+                 "onsets not shown")
     ax.legend(fontsize="small")
     return fig
 

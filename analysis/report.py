@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 
 from sweeper.results.files import write_whole_file
 from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds
+from sweeper.results.words import count
 
 from . import plots
 from .errors import AnalysisInputError
@@ -139,7 +140,7 @@ def _counts_section(results: Results, phase: PhaseDiagram) -> str:
     trials = results.trials
     by = ["sweep", "status"] if "status" in trials.columns else ["sweep"]
     counts = trials.groupby(by).size().rename("trials").reset_index()
-    body = [_table(counts), f"<p>{len(trials)} trials stored."]
+    body = [_table(counts), f"<p>{count(len(trials), 'trial')} stored."]
     expanded = sum(int(m.get("trials_expanded", 0) or 0) for m in results.manifests.values())
     if expanded:
         body.append(f" {expanded} expanded from the sweep file"
@@ -278,7 +279,8 @@ def _seeds_section(results: Results, trials: pd.DataFrame, phase: PhaseDiagram,
                      "</div>")
         links[index] = anchor
     note = ("" if len(shown) == len(sampled) else
-            f"<p class='note'>The first {len(shown)} of {len(sampled)} cells; draw any other "
+            f"<p class='note'>The first {len(shown)} of {count(len(sampled), 'cell')}; draw any "
+            "other "
             "with <code>sweeper seeds RESULTS/SWEEP --where ...</code>.</p>")
     body = (f"<p>One line per seed, coloured by {html.escape(phase.outcome)}: "
             f"{svg.legend_html()}; dotted: the threshold.</p>" + note + "".join(parts))
@@ -307,7 +309,8 @@ def _failed_section(trials: pd.DataFrame, keys: Sequence[str]) -> str:
     head = "".join(f"<th class='text'>{html.escape(c)}</th>" for c in columns)
     more = ("" if len(failed) <= MAX_FAILED_ROWS else
             f"<p class='note'>{len(failed) - MAX_FAILED_ROWS} more not shown.</p>")
-    body = (f"<p>{len(failed)} trials failed (their code raised on every attempt); they are "
+    body = (f"<p>{count(len(failed), 'trial')} failed (their code raised on every attempt); "
+            "they are "
             "not counted as seeds, and a later run trains them again.</p>"
             f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
             f"</tbody></table></div>{more}")
@@ -391,7 +394,8 @@ def _lottery_section(trials: pd.DataFrame, phase: PhaseDiagram,
     body = [_figure_html(figures["lottery"], "lottery",
                          "Observed rate minus what independent heads would give (1 - (1 - "
                          "p_1)^H); outlined: intervals apart"),
-            f"<p>{int(lot['beyond_lottery'].sum())} of {len(lot)} cells beyond the lottery, "
+            f"<p>{int(lot['beyond_lottery'].sum())} of {count(len(lot), 'cell')} beyond the "
+            "lottery, "
             f"{int(lot['below_lottery'].sum())} below it.</p>", _table(lot)]
     if "attention_heads" in trials.columns:
         keys = [k for k in (phase.facet, phase.x, phase.y) if k]

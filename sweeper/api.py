@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sweeper.executors import EXECUTORS, make_executor  # noqa: F401 (the names api offers)
+from sweeper.results.words import count
 
 DEFAULT_RESULTS = "./results"
 
@@ -79,14 +80,16 @@ class SweepResult:
     def summary(self) -> str:
         stored = ", ".join(f"{n} {s}" for s, n in sorted(self.status.items())) or "nothing"
         if self.ran == 0 and not self.interrupted and self.pending == 0:
-            return (f"sweep {self.sweep}: nothing to run: all {self.already_stored} trials are "
-                    f"stored (ran 0 trials; stored: {stored}); results in "
+            return (f"sweep {self.sweep}: nothing to run: all "
+                    f"{count(self.already_stored, 'trial')} "
+                    f"{'is' if self.already_stored == 1 else 'are'} stored (ran 0 trials; "
+                    f"stored: {stored}); results in "
                     f"{self.results.rstrip('/')}/{self.sweep}")
-        packs = f", {_count(self.packs, 'pack')}" if self.packs is not None else ""
+        packs = f", {count(self.packs, 'pack')}" if self.packs is not None else ""
         stopped = " (interrupted)" if self.interrupted else ""
         shared = (f" ({self.ran - self.shared} trained, {self.shared} sharing an equivalent "
                   "trial's training)" if self.shared else "")
-        return (f"sweep {self.sweep}{stopped}: ran {_count(self.ran, 'trial')}{shared} in "
+        return (f"sweep {self.sweep}{stopped}: ran {count(self.ran, 'trial')}{shared} in "
                 f"{self.seconds:.1f} s "
                 f"({self.trials_per_s:.2f} trials/s{packs}); stored: {stored}; results in "
                 f"{self.results.rstrip('/')}/{self.sweep}")
@@ -117,10 +120,6 @@ class SweepResult:
         if self.cells is not None and len(self.cells):
             lines += ["", f"cells ({self.outcome}):", self.cell_table()]
         return "\n".join(lines)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = None,
