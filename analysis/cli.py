@@ -28,7 +28,7 @@ from sweeper.results.words import count
 
 from .errors import AnalysisInputError
 from .load import load, split_sweep_dir
-from .query import FORMATS, format_frame, query_frame, sql
+from .query import DEFAULT, FORMATS, format_frame, query_frame, sql
 
 SWEEP_HELP = "the sweep's folder: RESULTS/SWEEP, a local path or a URI such as s3://bucket/p/SWEEP"
 
@@ -98,14 +98,17 @@ def _load(args: argparse.Namespace, **kwargs):
 def run_query(args: argparse.Namespace) -> int:
     root, sweep = split_sweep_dir(args.sweep_dir)
     if args.sql is not None:
-        if args.where is not None or args.columns is not None:
-            raise AnalysisInputError("give --sql, or --where/--columns, not both")
+        if args.where is not None or args.columns is not None or args.all:
+            raise AnalysisInputError("give --sql, or --where/--columns/--all, not both")
         frame = sql(root, args.sql, sweep)
         if args.limit is not None:
             frame = frame.head(args.limit)
     else:
-        frame = query_frame(root, sweep, where=args.where, columns=_columns(args.columns),
-                            table=args.table, limit=args.limit)
+        if args.all and args.columns is not None:
+            raise AnalysisInputError("give --columns or --all, not both")
+        columns = _columns(args.columns) or (None if args.all else DEFAULT)
+        frame = query_frame(root, sweep, where=args.where, columns=columns, table=args.table,
+                            limit=args.limit)
     sys.stdout.write(format_frame(frame, _query_format(args)))
     return 0
 
@@ -125,7 +128,10 @@ def _add_query(subparsers) -> None:
                     "trajectories (DuckDB; quote dotted names: \"model.heads\").")
     p.add_argument("sweep_dir", metavar="RESULTS/SWEEP", help=SWEEP_HELP)
     p.add_argument("--where", help="e.g. 'model.heads == 1 and task.hardness > 0.5'")
-    p.add_argument("--columns", help="comma-separated, e.g. seed,learned,steps_to_learn")
+    p.add_argument("--columns", help="exactly these (and the trial id), comma-separated, e.g. "
+                                     "seed,learned,steps_to_learn; default: the swept columns, "
+                                     "seed, status, outcome and final metrics")
+    p.add_argument("--all", action="store_true", help="every column")
     p.add_argument("--table", choices=("trials", "trajectories"), default="trials",
                    help="one row per trial (default) or per logged step")
     p.add_argument("--sql", help='e.g. "SELECT * FROM trials JOIN trajectories USING (trial_id)"')
