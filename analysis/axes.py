@@ -28,6 +28,7 @@ METRIC_LABELS = {
     "accuracy": "token accuracy", "attn_acc": "attention accuracy",
     "ktiw_acc": "KTIW-probe accuracy", "uniform_acc": "uniform-attention accuracy",
     "topic_attention": "attention on the topic word", "loss": "loss",
+    "val_accuracy": "validation accuracy", "attn_mass": "attention mass on the target",
 }
 BOOLEAN_WORDS = {"model.train_keys": ("keys frozen", "keys trained"),
                  "model.train_embeddings": ("embeddings frozen", "embeddings trained"),
@@ -36,12 +37,25 @@ BOOLEAN_WORDS = {"model.train_keys": ("keys frozen", "keys trained"),
 
 
 def axis_label(column: str | None) -> str:
-    """Words for a column: 'co-occurrence strength c' for task.cooccurrence."""
+    """Words for a column, the one mapping every figure, the report and the dashboard label
+    with: 'co-occurrence strength c' for task.cooccurrence (the families' declarations),
+    'attention accuracy' for attn_acc, 'final token accuracy' for final_accuracy
+    (`METRIC_LABELS`); a column without words keeps its name."""
     if column is None:
         return ""
     from sweeper.families import column_label
 
-    return LABELS.get(column) or column_label(column) or column
+    return LABELS.get(column) or column_label(column) or metric_label(column) or column
+
+
+def metric_label(column: str) -> str | None:
+    """'attention accuracy' for attn_acc, 'best loss' for best_loss; None without words."""
+    if column in METRIC_LABELS:
+        return METRIC_LABELS[column]
+    for prefix in ("final_", "best_"):
+        if column.startswith(prefix) and column[len(prefix):] in METRIC_LABELS:
+            return f"{prefix[:-1]} {METRIC_LABELS[column[len(prefix):]]}"
+    return None
 
 
 def symbol(column: str | None) -> str | None:

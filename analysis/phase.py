@@ -686,27 +686,63 @@ def default_axes(trials: pd.DataFrame) -> tuple[str, str, str | None]:
 
 
 def representative_cells(phase: PhaseDiagram, limit: int = 4) -> list[dict]:
-    """Cells worth showing trajectories of, each {column: value}.
+    """Cells worth showing trajectories of, each {column: value}, all distinct.
 
-    With a facet: every facet value at the distribution point where more heads help most (a
-    recovered point if there is one, else the largest p difference). Without: one learned,
-    one failed and one unreliable cell.
+    Where an axis or the facet counts heads (`is_head_axis`): one task cell at the reference
+    head count (one head when sampled) and at the other head counts sampled there, the task
+    cell where more heads help most (a recovered cell first, then the largest difference in p
+    between cells with enough seeds, then in p at all); never a cell whose trials all share
+    another cell's training (copy's hardness at c = 0). Otherwise one learned, one failed and
+    one unreliable cell, or distinct sampled cells spread over the grid.
     """
     keys = [k for k in (phase.facet, phase.x, phase.y) if k]
     cells = phase.cells[phase.cells["n"] > 0]
-    rec = phase.recovery
-    if phase.facet and len(rec) and rec["delta"].notna().any():
-        ranked = rec.assign(score=rec["recovered"].astype(float) * 10 + rec["delta"].fillna(-9))
-        best = ranked.loc[ranked["score"].idxmax()]
-        point = cells[(cells["ix"] == best["ix"]) & (cells["iy"] == best["iy"])]
-        return [{k: row[k] for k in keys} for _, row in point.head(limit).iterrows()]
+    cells = cells[~((cells["n_shared"] > 0) & (cells["n_shared"] >= cells["n_trials"]))]
+    head = next((k for k in keys if is_head_axis(k, cells[k].unique())), None)
+    chosen = _head_comparison(phase, cells, keys, head, limit) if head else []
+    if len(chosen) > 1:
+        return chosen
     chosen = []
     for regime in ("learned", "failed", "unreliable"):
         match = cells[cells["regime"] == regime]
         if len(match) and len(chosen) < limit:
             row = match.iloc[len(match) // 2]
             chosen.append({k: row[k] for k in keys})
-    return chosen or [{k: row[k] for k in keys} for _, row in cells.head(limit).iterrows()]
+    if len(chosen) < 2 and len(cells):  # spread over the grid, never the first rows alone
+        spread = np.unique(np.linspace(0, len(cells) - 1, min(limit, len(cells))).round())
+        for i in spread.astype(int):
+            cell = {k: cells.iloc[i][k] for k in keys}
+            if cell not in chosen and len(chosen) < limit:
+                chosen.append(cell)
+    return chosen
+
+
+def _head_comparison(phase: PhaseDiagram, cells: pd.DataFrame, keys: list[str], head: str,
+                     limit: int) -> list[dict]:
+    """The same task cell at the reference head count and the others (`representative_cells`)."""
+    values = sorted(cells[head].unique().tolist())
+    if len(values) < 2:
+        return []
+    ref = 1 if 1 in values else values[0]
+    task = [k for k in keys if k != head]
+    best, best_score = None, -np.inf
+    for _, group in cells.groupby(task, sort=True) if task else [((), cells)]:
+        base = group[group[head] == ref]
+        others = group[group[head] != ref]
+        if base.empty or others.empty:
+            continue
+        gain = others["p"] - float(base["p"].iloc[0])
+        enough = (others["n"] >= phase.min_seeds) & (int(base["n"].iloc[0]) >= phase.min_seeds)
+        score = (10.0 * bool(others["recovered"].any()) + 5.0 * bool(enough.any())
+                 + float(gain[enough].max() if enough.any() else gain.max()))
+        if score > best_score:
+            best, best_score = group, score
+    if best is None:
+        return []
+    rows = best.sort_values(head)
+    rows = pd.concat([rows[rows[head] == ref], rows[rows[head] != ref].tail(limit - 1)])
+    return [{k: (row[k].item() if isinstance(row[k], np.generic) else row[k]) for k in keys}
+            for _, row in rows.iterrows()]
 
 
 def phase_from_results(results, x: str, y: str, facet: str | None = None, *,

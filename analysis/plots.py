@@ -638,9 +638,9 @@ def trajectory_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
                             linewidth=0)
             if i == 0:
                 handles.append(line)
-        ax.set_title(METRIC_LABELS.get(metric, metric))
+        ax.set_title(axis_label(metric))
         ax.set_xlabel("step")
-        ax.set_ylabel(metric)
+        ax.set_ylabel(axis_label(metric))
         if metric != "loss":
             ax.set_ylim(-0.02, 1.02)
     layout.title(fig, "Trajectories: median over seeds, band = interquartile range")
@@ -720,8 +720,8 @@ def topic_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
         right.fill_between(band.index, band["q25"], band["q75"], color=f"C{i % 10}",
                            alpha=0.2, linewidth=0)
     right.set_xlabel("step (epoch: full-batch training)")
-    right.set_ylabel("topic_attention")
-    right.set_title(METRIC_LABELS["topic_attention"])
+    right.set_ylabel(axis_label("topic_attention"))
+    right.set_title(axis_label("topic_attention"))
     right.legend(fontsize="small")
     layout.title(fig, "Topic task: the score-norm identity and attention on topic words")
     return fig
@@ -767,9 +767,9 @@ def seeds_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
             if metric in lines:
                 ax.axhline(lines[metric], color="black", lw=0.8, ls=":")
             ax.set_title(f"{cell_label(cell)}: {k}/{n}" if col == 0 else
-                         METRIC_LABELS.get(metric, metric), fontsize="small")
+                         axis_label(metric), fontsize="small")
             ax.set_xlabel("step")
-            ax.set_ylabel(METRIC_LABELS.get(metric, metric), fontsize="small")
+            ax.set_ylabel(axis_label(metric), fontsize="small")
             if metric != "loss" and not metric.startswith("loss"):
                 ax.set_ylim(-0.02, 1.02)
     layout.title(fig, f"One line per seed, coloured by {outcome.replace('_', ' ')}; dotted: "
@@ -820,7 +820,7 @@ def objective_figure(cells: pd.DataFrame, parameters: Sequence[str], objective: 
             ax.scatter(codes, y, s=size, alpha=0.6)
             ax.set_xticks(range(len(scale.values)), [_tick(v) for v in scale.values])
         ax.set_xlabel(axis_label(column))
-        ax.set_ylabel(objective)
+        ax.set_ylabel(axis_label(objective))
     best = f" ({direction})" if direction else ""
     layout.title(fig, f"{objective}{best} per cell against each parameter; "
                       "larger points: more seeds")
@@ -849,10 +849,10 @@ def seed_lines_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
             ax.plot(seed_rows["step"], seed_rows[metric], color="C0", alpha=0.45, lw=1)
         ax.set_title(f"{cell_label(cell)} (n={n})")
         ax.set_xlabel("step")
-        ax.set_ylabel(metric)
+        ax.set_ylabel(axis_label(metric))
         if metric != "loss":
             ax.set_ylim(-0.02, 1.02)
-    layout.title(fig, f"{METRIC_LABELS.get(metric, metric)}, one line per seed")
+    layout.title(fig, f"{axis_label(metric)}, one line per seed")
     return fig
 
 

@@ -44,7 +44,7 @@ from sweeper.results.summary import (
     read_trial_files,
 )
 
-from ..axes import METRIC_LABELS, axis_label, axis_scale, is_log_spaced, is_numeric, tick
+from ..axes import axis_label, axis_scale, is_log_spaced, is_numeric, tick
 from ..errors import AnalysisInputError
 from ..outcomes import derived_columns
 from ..phase import default_axes, phase_from_summary
@@ -306,7 +306,7 @@ class SweepView:
                 **{f"final_{m}": t.get(f"final_{m}") for m in metrics}})
         thresholds = metric_thresholds(DEFAULT_THRESHOLDS)
         return plain({
-            "outcome": outcome, "metrics": [{"name": m, "label": METRIC_LABELS.get(m, m),
+            "outcome": outcome, "metrics": [{"name": m, "label": axis_label(m),
                                              "threshold": thresholds.get(m)} for m in metrics],
             "trials": rows, "curves": curves, "shown": len(drawn), "total": len(order),
             "successes": int((classes == "success").sum()),
