@@ -699,9 +699,13 @@ def representative_cells(phase: PhaseDiagram, limit: int = 4) -> list[dict]:
     cells = phase.cells[phase.cells["n"] > 0]
     cells = cells[~((cells["n_shared"] > 0) & (cells["n_shared"] >= cells["n_trials"]))]
     head = next((k for k in keys if is_head_axis(k, cells[k].unique())), None)
-    chosen = _head_comparison(phase, cells, keys, head, limit) if head else []
-    if len(chosen) > 1:
-        return chosen
+    compared = head or phase.facet  # else the facet's values against its base
+    if compared:
+        values = sorted(cells[compared].unique().tolist(), key=_order)
+        ref = (1 if 1 in values else values[0] if values else None) if head else phase.base
+        chosen = _comparison(phase, cells, keys, compared, ref, limit)
+        if len(chosen) > 1:
+            return chosen
     chosen = []
     for regime in ("learned", "failed", "unreliable"):
         match = cells[cells["regime"] == regime]
@@ -717,13 +721,17 @@ def representative_cells(phase: PhaseDiagram, limit: int = 4) -> list[dict]:
     return chosen
 
 
-def _head_comparison(phase: PhaseDiagram, cells: pd.DataFrame, keys: list[str], head: str,
-                     limit: int) -> list[dict]:
-    """The same task cell at the reference head count and the others (`representative_cells`)."""
-    values = sorted(cells[head].unique().tolist())
-    if len(values) < 2:
+def _order(value: object) -> tuple:
+    """Numbers by value, anything else by its text, numbers first."""
+    return (0, value, "") if isinstance(value, int | float | np.number) else (1, 0, str(value))
+
+
+def _comparison(phase: PhaseDiagram, cells: pd.DataFrame, keys: list[str], head: str,
+                ref: object, limit: int) -> list[dict]:
+    """The same task cell at `ref` (one head, or the facet's base) and at the other values of
+    `head` sampled there (`representative_cells`)."""
+    if cells[head].nunique() < 2 or ref is None:
         return []
-    ref = 1 if 1 in values else values[0]
     task = [k for k in keys if k != head]
     best, best_score = None, -np.inf
     for _, group in cells.groupby(task, sort=True) if task else [((), cells)]:
@@ -739,7 +747,7 @@ def _head_comparison(phase: PhaseDiagram, cells: pd.DataFrame, keys: list[str], 
             best, best_score = group, score
     if best is None:
         return []
-    rows = best.sort_values(head)
+    rows = best.iloc[sorted(range(len(best)), key=lambda i: _order(best[head].iloc[i]))]
     rows = pd.concat([rows[rows[head] == ref], rows[rows[head] != ref].tail(limit - 1)])
     return [{k: (row[k].item() if isinstance(row[k], np.generic) else row[k]) for k in keys}
             for _, row in rows.iterrows()]

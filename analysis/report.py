@@ -130,7 +130,8 @@ def _manifest_section(results: Results) -> str:
     for name, manifest in results.manifests.items():
         shown = {k: v for k, v in manifest.items() if k != "sweep_file"}
         parts.append(f"<h3>{html.escape(name)}</h3>" + (
-            _value_html(shown) if shown else "<p class='note'>no manifest.json</p>"))
+            _value_html(shown, head=("field", "value")) if shown
+            else "<p class='note'>no manifest.json</p>"))
         if manifest.get("sweep_file"):
             parts.append("<h4>Sweep file</h4>" + _yaml_html(manifest["sweep_file"]))
     return _section("manifest", "Manifest", "".join(parts))
@@ -139,8 +140,9 @@ def _manifest_section(results: Results) -> str:
 MAX_NESTED = 4  # levels of tables inside tables; deeper values are shown as YAML
 
 
-def _value_html(value: object, depth: int = 0) -> str:
-    """A manifest value as HTML: a mapping as a field/value table, a list of mappings as a
+def _value_html(value: object, depth: int = 0, head: tuple[str, str] | None = None) -> str:
+    """A manifest value as HTML: a mapping as a field/value table (with a `head` row), a list
+    of mappings as a
     table with a row per item, other lists comma-separated, text with line breaks (a sweep
     file kept in a version) as YAML in a folded <pre>, anything else as `fmt_number`."""
     if isinstance(value, dict | list) and depth >= MAX_NESTED:
@@ -149,7 +151,10 @@ def _value_html(value: object, depth: int = 0) -> str:
         rows = "".join(f"<tr><th class='text'>{html.escape(str(k))}</th>"
                        f"<td class='text'>{_value_html(v, depth + 1)}</td></tr>"
                        for k, v in value.items())
-        return f"<div class='wide'><table class='fields'><tbody>{rows}</tbody></table></div>"
+        thead = ("<thead><tr>" + "".join(f"<th class='text'>{h}</th>" for h in head)
+                 + "</tr></thead>") if head else ""
+        return (f"<div class='wide'><table class='fields'>{thead}<tbody>{rows}</tbody></table>"
+                "</div>")
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         keys = list(dict.fromkeys(k for v in value for k in v))
         head = "".join(f"<th class='text'>{html.escape(str(k))}</th>" for k in keys)
@@ -400,16 +405,18 @@ def _family_figures(results: Results, columns: set[str]) -> set[str]:
 
 def trajectory_caption(cells: list[dict]) -> str:
     """What the trajectory cells compare: "The same task cell (c = 0.5, h = 0.25) at H = 1
-    and at H = 2, H = 4" when they differ only in a head count, else the cells listed."""
+    and at H = 2, H = 4" when they differ in one column only (a head count, or the facet),
+    else the cells listed."""
     varying = [k for k in (cells[0] if cells else {}) if len({str(c[k]) for c in cells}) > 1]
-    if len(cells) > 1 and len(varying) == 1 and is_head_axis(varying[0],
-                                                              [c[varying[0]] for c in cells]):
+    if len(cells) > 1 and len(varying) == 1:
         head = varying[0]
         task = {k: v for k, v in cells[0].items() if k != head}
         others = ", ".join(plots.value_label(head, c[head]) for c in cells[1:])
         where = f" ({plots.cell_label(task)})" if task else ""
+        question = (": does adding heads change how it learns?"
+                    if is_head_axis(head, [c[head] for c in cells]) else "")
         return (f"The same task cell{where} at {plots.value_label(head, cells[0][head])} and "
-                f"at {others}: does adding heads change how it learns?")
+                f"at {others}{question}")
     return "Chosen cells: " + "; ".join(plots.cell_label(c) for c in cells)
 
 
