@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sweeper.results.words import count
+
 # Words for the columns every sweep has; a family's task and model columns take theirs from
 # its declaration (`Param.label`, `Param.symbol`, `Family.labels`: sweeper.families).
 LABELS = {"train.lr": "learning rate", "train.batch_size": "batch size",
@@ -26,6 +28,7 @@ METRIC_LABELS = {
     "accuracy": "token accuracy", "attn_acc": "attention accuracy",
     "ktiw_acc": "KTIW-probe accuracy", "uniform_acc": "uniform-attention accuracy",
     "topic_attention": "attention on the topic word", "loss": "loss",
+    "val_accuracy": "validation accuracy", "attn_mass": "attention mass on the target",
 }
 BOOLEAN_WORDS = {"model.train_keys": ("keys frozen", "keys trained"),
                  "model.train_embeddings": ("embeddings frozen", "embeddings trained"),
@@ -34,12 +37,25 @@ BOOLEAN_WORDS = {"model.train_keys": ("keys frozen", "keys trained"),
 
 
 def axis_label(column: str | None) -> str:
-    """Words for a column: 'co-occurrence strength c' for task.cooccurrence."""
+    """Words for a column, the one mapping every figure, the report and the dashboard label
+    with: 'co-occurrence strength c' for task.cooccurrence (the families' declarations),
+    'attention accuracy' for attn_acc, 'final token accuracy' for final_accuracy
+    (`METRIC_LABELS`); a column without words keeps its name."""
     if column is None:
         return ""
     from sweeper.families import column_label
 
-    return LABELS.get(column) or column_label(column) or column
+    return LABELS.get(column) or column_label(column) or metric_label(column) or column
+
+
+def metric_label(column: str) -> str | None:
+    """'attention accuracy' for attn_acc, 'best loss' for best_loss; None without words."""
+    if column in METRIC_LABELS:
+        return METRIC_LABELS[column]
+    for prefix in ("final_", "best_"):
+        if column.startswith(prefix) and column[len(prefix):] in METRIC_LABELS:
+            return f"{prefix[:-1]} {METRIC_LABELS[column[len(prefix):]]}"
+    return None
 
 
 def symbol(column: str | None) -> str | None:
@@ -166,6 +182,9 @@ def phase_title(phase) -> str:
     co-occurrence strength c × hardness h, by heads H', then how cells are judged."""
     by = f", by {axis_label(phase.facet)}" if phase.facet else ""
     pooled = f"; pooled over {', '.join(phase.pooled)}" if phase.pooled else ""
+    bins = getattr(phase, "bins", {})
+    binned = "; " + ", ".join(f"{symbol(c) or axis_label(c)} in {len(b.labels)} {b.method} bins"
+                              for c, b in bins.items()) if bins else ""
     return (f"p({phase.success_text()}) over {axis_label(phase.x)} × {axis_label(phase.y)}"
             f"{by}\nboundary at p = {phase.level:g}; {phase.confidence:.0%} Wilson intervals; "
-            f"cells need ≥ {phase.min_seeds} seeds{pooled}")
+            f"cells need ≥ {count(phase.min_seeds, 'seed')}{binned}{pooled}")

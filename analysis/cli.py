@@ -34,10 +34,11 @@ from sweeper.results.location import (
 )
 from sweeper.results.outcomes import Thresholds
 from sweeper.results.schema import resolve_column
+from sweeper.results.words import count
 
 from .errors import AnalysisInputError
 from .load import load
-from .query import FORMATS, format_frame, query_frame, sql
+from .query import DEFAULT, FORMATS, format_frame, query_frame, sql
 
 SWEEP_HELP = SWEEP_FORMS
 
@@ -148,14 +149,17 @@ def run_query(args: argparse.Namespace) -> int:
     where = _located(args)
     root, sweep = where.results, where.name
     if args.sql is not None:
-        if args.where is not None or args.columns is not None:
-            raise AnalysisInputError("give --sql, or --where/--columns, not both")
+        if args.where is not None or args.columns is not None or args.all:
+            raise AnalysisInputError("give --sql, or --where/--columns/--all, not both")
         frame = sql(root, args.sql, sweep)
         if args.limit is not None:
             frame = frame.head(args.limit)
     else:
-        frame = query_frame(root, sweep, where=args.where, columns=_columns(args.columns),
-                            table=args.table, limit=args.limit)
+        if args.all and args.columns is not None:
+            raise AnalysisInputError("give --columns or --all, not both")
+        columns = _columns(args.columns) or (None if args.all else DEFAULT)
+        frame = query_frame(root, sweep, where=args.where, columns=columns, table=args.table,
+                            limit=args.limit)
     sys.stdout.write(format_frame(frame, _query_format(args)))
     return 0
 
@@ -175,7 +179,10 @@ def _add_query(subparsers) -> None:
                     "trajectories (DuckDB; quote dotted names: \"model.heads\").")
     _add_sweep(p)
     p.add_argument("--where", help="e.g. 'model.heads == 1 and task.hardness > 0.5'")
-    p.add_argument("--columns", help="comma-separated, e.g. seed,learned,steps_to_learn")
+    p.add_argument("--columns", help="exactly these (and the trial id), comma-separated, e.g. "
+                                     "seed,learned,steps_to_learn; default: the swept columns, "
+                                     "seed, status, outcome and final metrics")
+    p.add_argument("--all", action="store_true", help="every column")
     p.add_argument("--table", choices=("trials", "trajectories"), default="trials",
                    help="one row per trial (default) or per logged step")
     p.add_argument("--sql", help='e.g. "SELECT * FROM trials JOIN trajectories USING (trial_id)"')
@@ -240,6 +247,48 @@ class _Outcomes:
         return success_choices()
 
 
+def _bins_argument(text: str) -> int | dict[str, int] | str | None:
+    """`--bins`: N for both axes, x=N,y=M per axis, none (no bins; a grid's values) or auto."""
+    from .phase import MAX_BINS
+
+    allowed = (f"allowed: an integer from 2 to {MAX_BINS} (both axes), x=N,y=M per axis, "
+               "none or auto")
+    if text.strip().lower() == "auto":  # the default: binned for a random or Optuna sweep
+        return "auto"
+    if text.strip().lower() in ("none", "0"):
+        return None
+    parse = int_argument(0, MAX_BINS)
+    if "=" not in text:
+        return _bin_count(parse, text, allowed) or None
+    counts = {}
+    for part in text.split(","):
+        axis, _, value = part.partition("=")
+        if axis.strip() not in ("x", "y") or axis.strip() in counts:
+            raise argparse.ArgumentTypeError(f"got {text!r}; {allowed}")
+        counts[axis.strip()] = _bin_count(parse, value, allowed)
+    return counts
+
+
+def _bin_count(parse: Callable[[str], int], text: str, allowed: str) -> int:
+    try:
+        bins = parse(text.strip())
+    except argparse.ArgumentTypeError:
+        bins = 1  # refused below, with the grammar
+    if bins == 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}; {allowed}")
+    return bins
+
+
+def _size_argument(text: str) -> tuple[float, float]:
+    """`--size W,H`: the figure's width and height in inches."""
+    from .plots import check_size
+
+    try:
+        return check_size(text)
+    except AnalysisInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("size: ")) from None
+
+
 def _add_phase_options(p: argparse.ArgumentParser, axes_required: bool) -> None:
     _add_sweep(p)
     p.add_argument("--x", required=axes_required, help="x axis column, e.g. task.cooccurrence")
@@ -272,12 +321,18 @@ def run_phase(args: argparse.Namespace) -> int:
         auto = default_axes(results.trials)[2]
         facet = auto if auto not in (x, y) else None
     phase = phase_from_results(results, x, y, facet, thresholds=_thresholds(args),
-                               min_seeds=args.min_seeds, outcome=args.outcome)
+                               min_seeds=args.min_seeds, outcome=args.outcome,
+                               bins=args.bins, bins_method=args.bins_method)
     if getattr(args, "view", "phase") == "lottery":
         return _run_lottery(args, results, phase)
     if getattr(args, "view", "phase") == "regime":
         return _run_regime(args, results, phase)
-    path = plots.save(plots.phase_figure(phase), args.output)
+    try:
+        fig = plots.phase_figure(phase, title=args.title, size=args.size)
+    except AnalysisInputError as exc:  # a --size too small for the panels: name the flag
+        raise AnalysisInputError(f"--{exc}" if str(exc).startswith("size:") else str(exc)
+                                 ) from None
+    path = plots.save(fig, args.output)
     if args.cells:
         _write_cells(phase, Path(args.cells))
     counts = phase.cells["regime"].value_counts()
@@ -285,9 +340,11 @@ def run_phase(args: argparse.Namespace) -> int:
         return _phase_json(results, phase, path, "cells", phase.cells)
     summary = ", ".join(f"{r} {int(counts.get(r, 0))}" for r in
                         ("learned", "failed", "unreliable", "insufficient", "missing"))
-    print(f"wrote {path}: {phase.outcome}, {len(phase.cells)} cells ({summary}); "
+    print(f"wrote {path}: {phase.outcome}, {count(len(phase.cells), 'cell')} ({summary}); "
           f"{int(phase.cells['recovered'].sum())} recovered; "
-          f"{len(phase.boundary)} boundary segments")
+          f"{count(len(phase.boundary), 'boundary segment')}")
+    for binned in phase.bins.values():
+        print(binned.describe())
     return 0
 
 
@@ -335,8 +392,8 @@ def _run_regime(args: argparse.Namespace, results, phase) -> int:
     if args.json:
         return _phase_json(results, phase, path, "regimes", table)
     totals = ", ".join(f"{name} {int(table[name].sum())}" for name in phase.regime_codes)
-    print(f"wrote {path}: {phase.regime_column} of {int(table['n'].sum())} seeds in "
-          f"{int((table['n'] > 0).sum())} cells ({totals})")
+    print(f"wrote {path}: {phase.regime_column} of {count(int(table['n'].sum()), 'seed')} in "
+          f"{count(int((table['n'] > 0).sum()), 'cell')} ({totals})")
     return 0
 
 
@@ -366,6 +423,18 @@ def _add_phase(subparsers) -> None:
     p.add_argument("--cells", help="also write the cells table here (.csv or .json); with "
                                    "--view lottery, the lottery table; with --view regime, "
                                    "the regime counts")
+    p.add_argument("--bins", type=_bins_argument, default="auto", metavar="N|x=N,y=M|none",
+                   help="bin continuous x/y values into N cells per axis (x=5,y=4 per axis; "
+                        "none: one cell per value); default: 5 for a random or Optuna sweep, "
+                        "none for a grid")
+    p.add_argument("--bins-method", choices=("quantile", "width"), default="quantile",
+                   help="quantile (default): about as many trials per bin; width: equal "
+                        "widths (in log space on a log-uniform axis)")
+    p.add_argument("--title", help="the figure's title (default: outcome, axes, bins and how "
+                                   "cells are judged; --view phase)")
+    p.add_argument("--size", type=_size_argument, metavar="W,H",
+                   help="the figure's width and height in inches, e.g. 10,6 (default: what "
+                        "the panels need; --view phase)")
     p.add_argument("--view", choices=("phase", "lottery", "regime"), default="phase",
                    help="phase (default): the diagram and recovery maps; lottery: recovery "
                         "beyond independent heads (facet model.heads), and heads aligned; "
@@ -392,8 +461,8 @@ def run_report(args: argparse.Namespace) -> int:
                      "trials": len(results.trials), "cells": len(report.phase.cells),
                      "figures": len(report.figures)})
         return 0
-    print(f"wrote {args.output}: {len(results.trials)} trials, {len(report.phase.cells)} cells, "
-          f"{len(report.figures)} figures")
+    print(f"wrote {args.output}: {count(len(results.trials), 'trial')}, "
+          f"{count(len(report.phase.cells), 'cell')}, {count(len(report.figures), 'figure')}")
     return 0
 
 
@@ -445,7 +514,7 @@ def run_seeds(args: argparse.Namespace) -> int:
         _print_json({"sweep": results.sweeps[0].name, "output": str(path), "cells": cells,
                      "metrics": metrics, "trials": sorted(trials["trial_id"])})
         return 0
-    print(f"wrote {path}: {len(cells)} cell{'s' * (len(cells) != 1)}, {len(trials)} trials, "
+    print(f"wrote {path}: {count(len(cells), 'cell')}, {count(len(trials), 'trial')}, "
           f"{', '.join(metrics)}")
     return 0
 
@@ -566,7 +635,7 @@ def _write_stage2(args: argparse.Namespace, sweep: dict, header: str) -> dict:
     sets, seeds = 3 * args.sets, len(args.data_seeds)
     if not args.json:
         print(f"wrote {path}: {sweep['name']}, {sets} head sets x {seeds} data seeds = "
-              f"{sets * seeds} trials of {args.heads} heads")
+              f"{count(sets * seeds, 'trial')} of {args.heads} heads")
     return {"file": str(path), "sweep": sweep["name"], "trials": sets * seeds,
             "heads": args.heads}
 

@@ -37,6 +37,7 @@ from sweeper.results.reading import (
 )
 from sweeper.results.schema import resolve_column
 from sweeper.results.store import conforming, scan_folder, without_superseded
+from sweeper.results.words import count
 
 from . import where as where_lang
 from .errors import AnalysisInputError, unknown_column
@@ -288,11 +289,12 @@ class Results:
             f"{n} {s}" for s, n in statuses.items()) + ")"
         files = sum(len(s.files["trajectories"]) for s in self.sweeps)
         read = ("read" if self.trajectories_read
-                else f"unread, in {files} file{'s' * (files != 1)}")
+                else f"unread, in {count(files, 'file')}")
         config = [c for c in self.trials.columns if c.startswith(("task.", "model.", "train."))]
         varying = [c for c in config if self.trials[c].astype(str).nunique() > 1]
         return (f"<Results of sweep{'s' * (len(self.sweeps) > 1)} {names}: "
-                f"{len(self.trials)} trials{status}; varying: {', '.join(varying) or 'nothing'}; "
+                f"{count(len(self.trials), 'trial')}{status}; varying: "
+                f"{', '.join(varying) or 'nothing'}; "
                 f"trajectories {read}>")
 
     @property

@@ -21,6 +21,7 @@ import pandas as pd
 
 from sweeper.results import COUNTED_STATUSES, wilson_interval
 from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds
+from sweeper.results.words import count
 
 from .errors import AnalysisInputError
 from .outcomes import with_outcomes
@@ -307,7 +308,7 @@ def _section(results_root: str, sweep: str, figures: Path | None) -> str | None:
     except AnalysisInputError:
         return None
     trials, traj = res.trials, res.trajectories
-    out = [f"## {sweep}: {len(trials)} trials stored"]
+    out = [f"## {sweep}: {count(len(trials), 'trial')} stored"]
 
     def draw(fig, name: str) -> None:
         if figures is not None:

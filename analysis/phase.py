@@ -8,6 +8,7 @@ Nothing here draws; `analysis.plots` does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ from sweeper.results import (
 from sweeper.results.cells import category_cells, shares_within_cell
 from sweeper.results.errors import python_arguments
 from sweeper.results.reading import search_facts
+from sweeper.results.words import count
 
 from .errors import AnalysisInputError, unknown_column
 from .outcomes import (
@@ -78,6 +80,9 @@ class PhaseDiagram:
     short code a map writes), top (the most common; None where n = 0), top_count and label
     (each regime's code and count, most common first, e.g. "O 9, D 5, A 2"). Empty when the
     trials carry no category outcome (a topic sweep, a cell summary).
+    bins: per binned axis column (a continuous axis of a random or Optuna sweep), its
+    `AxisBins`: the edges, and the interval labels ("[0.1, 0.3)") its cells carry in place of
+    the sampled values (x_values / y_values are then the labels, in order).
     """
 
     x: str
@@ -102,6 +107,7 @@ class PhaseDiagram:
     trial_regimes: pd.DataFrame = field(default_factory=pd.DataFrame)
     regime_column: str | None = None
     regime_codes: dict[str, str] = field(default_factory=dict)
+    bins: dict[str, AxisBins] = field(default_factory=dict)
 
     def success_text(self) -> str:
         """What counts as success here, e.g. "attention learned: best head's attention
@@ -121,7 +127,7 @@ class PhaseDiagram:
         return (f"<PhaseDiagram of {self.outcome}: {self.x} x {self.y}{facet}: "
                 f"{len(self.x_values)} x "
                 f"{len(self.y_values)} cells per facet; regimes: {counts}; "
-                f"{len(self.boundary)} boundary edges at p = {self.level}{excluded}>")
+                f"{count(len(self.boundary), 'boundary edge')} at p = {self.level}{excluded}>")
 
     def facet_cells(self, value: object) -> pd.DataFrame:
         """The cells of one facet value (all cells when there is no facet)."""
@@ -189,8 +195,11 @@ def _counted(trials: pd.DataFrame, axes: list[str], statuses: Sequence[str]
 
 
 def _pooled(frame: pd.DataFrame, keys: list[str]) -> list[str]:
-    """Config columns that vary inside a cell: the cell pools over them."""
-    config = [c for c in frame.columns if c.startswith(CONFIG_PREFIXES) and c not in keys]
+    """Config columns that vary inside a cell: the cell pools over them (not the columns the
+    families derive from others: task.lift varies in a binned cell with its co-occurrence)."""
+    derived = set(derived_columns())
+    config = [c for c in frame.columns if c.startswith(CONFIG_PREFIXES) and c not in keys
+              and c not in derived]
     if not config or frame.empty:
         return []
     hashable = [c for c in config if frame[c].dtype != object]  # lists are not comparable
@@ -374,14 +383,124 @@ def _rename(frame: pd.DataFrame, x: str, y: str, facet: str | None) -> pd.DataFr
     return frame.rename(columns={**names, _FACET: facet})
 
 
+
+# ---------------------------------------------------------------- bins of continuous axes
+
+DEFAULT_BINS = 5  # per continuous axis of a random or Optuna sweep, unless told otherwise
+MAX_BINS = 1000
+BIN_METHODS = ("quantile", "width")
+
+
+@dataclass(frozen=True)
+class AxisBins:
+    """The bins of one continuous axis: edges (ascending, len(labels) + 1 of them) and the
+    label of each bin, its interval "[low, high)" (the last one closed, "[low, high]").
+    method: quantile (about as many trials per bin) or width (equal widths, in log space on
+    a log axis)."""
+
+    column: str
+    method: str
+    edges: list[float]
+    labels: list[str]
+
+    def assign(self, values: pd.Series) -> pd.Series:
+        """Each value's bin label (None where the value is missing)."""
+        v = pd.to_numeric(values, errors="coerce").to_numpy(float)
+        index = np.clip(np.searchsorted(self.edges, v, side="right") - 1, 0, len(self.labels) - 1)
+        out = np.asarray(self.labels, dtype=object)[index]
+        out[np.isnan(v)] = None
+        return pd.Series(out, index=values.index, dtype=object)
+
+    def describe(self) -> str:
+        """'task.hardness in 5 quantile bins: edges 0, 0.2, ..., 1'."""
+        edges = ", ".join(_edge_texts(self.edges))
+        return f"{self.column} in {len(self.labels)} {self.method} bins: edges {edges}"
+
+
+def _edge_texts(edges: Sequence[float]) -> list[str]:
+    """Edges as short numbers, with as many significant digits as keep them distinct."""
+    for digits in range(3, 16):
+        texts = [f"{e:.{digits}g}" for e in edges]
+        if len(set(texts)) == len(texts):
+            return texts
+    return [repr(float(e)) for e in edges]
+
+
+def axis_bins(column: str, values: pd.Series, count: int, method: str = "quantile",
+              log: bool = False) -> AxisBins | None:
+    """`count` bins of a numeric column's values, or None when it has no more than `count`
+    distinct values (each value is then its own cell) or is not numeric."""
+    if method not in BIN_METHODS:
+        raise AnalysisInputError(f"bins method: got {shown(method)}; allowed: "
+                                 f"{', '.join(BIN_METHODS)}")
+    if pd.api.types.is_bool_dtype(values) or not pd.api.types.is_numeric_dtype(values):
+        return None
+    v = pd.to_numeric(values, errors="coerce").dropna().to_numpy(float)
+    v = v[np.isfinite(v)]
+    if len(np.unique(v)) <= count:
+        return None
+    if method == "quantile":
+        edges = np.quantile(v, np.linspace(0, 1, count + 1))
+    elif log and v.min() > 0:
+        edges = np.exp(np.linspace(math.log(v.min()), math.log(v.max()), count + 1))
+    else:
+        edges = np.linspace(v.min(), v.max(), count + 1)
+    edges = np.unique(edges)
+    edges[0], edges[-1] = v.min(), v.max()  # exactly the sampled range, not a rounding off
+    texts = _edge_texts(edges)
+    labels = [f"[{a}, {b}{']' if i == len(edges) - 2 else ')'}"
+              for i, (a, b) in enumerate(zip(texts[:-1], texts[1:]))]
+    return AxisBins(column, method, [float(e) for e in edges], labels)
+
+
+def bin_counts(bins: int | Mapping[str, int] | None, x: str, y: str) -> dict[str, int]:
+    """{column: count} from `bins`: one count for both axes, or a mapping whose keys are
+    "x", "y" or the axes' columns (0 leaves an axis unbinned)."""
+    if bins is None:
+        return {}
+    if not isinstance(bins, Mapping):
+        bins = {"x": bins, "y": bins}
+    counts = {}
+    for key, n in bins.items():
+        column = {"x": x, "y": y}.get(key, key)
+        if column not in (x, y):
+            raise AnalysisInputError(f"bins: got axis {shown(key)}; allowed: x, y, {x}, {y}")
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not (
+                n == 0 or 2 <= n <= MAX_BINS):
+            raise AnalysisInputError(f"bins: got {shown(n)} for {key}; allowed: an integer "
+                                     f"from 2 to {MAX_BINS}, or 0 for no bins")
+        if n:
+            counts[column] = int(n)
+    return counts
+
+
+def with_bins(trials: pd.DataFrame, bins: Mapping[str, AxisBins]) -> pd.DataFrame:
+    """The trials with each binned axis column replaced by its bin label, so that a cell of a
+    binned diagram ({column: label}) selects its trials as an unbinned cell does."""
+    if not bins:
+        return trials
+    return trials.assign(**{c: b.assign(trials[c]) for c, b in bins.items() if c in trials})
+
+
+def _binned(frame: pd.DataFrame, counts: Mapping[str, int], method: str,
+            scales: Mapping[str, str] | None) -> dict[str, AxisBins]:
+    scales = scales or {}
+    found = {}
+    for column, n in counts.items():
+        made = axis_bins(column, frame[column], n, method, scales.get(column) == "log")
+        if made is not None:
+            found[column] = made
+    return found
+
 # ---------------------------------------------------------------- entry points
 
 def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None, *,
                   min_seeds: int = 3, level: float = 0.5, confidence: float = 0.95,
                   base: object = None, statuses: Sequence[str] = COUNTED_STATUSES,
                   accuracy_threshold: float | None = None,
-                  outcome: str = "learned", grid: Mapping[str, Sequence] | None = None
-                  ) -> PhaseDiagram:
+                  outcome: str = "learned", grid: Mapping[str, Sequence] | None = None,
+                  bins: int | Mapping[str, int] | None = None, bins_method: str = "quantile",
+                  scales: Mapping[str, str] | None = None) -> PhaseDiagram:
     """The phase diagram of trials that carry the `outcome` column (stored or recomputed):
     `learned` (token accuracy) or `attention_learned` (the best head's attention accuracy).
 
@@ -390,8 +509,18 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
     Regimes: missing (no trial at that grid point), insufficient (fewer than min_seeds seeds
     counted), learned (Wilson lower bound > level), failed (upper bound < level), else
     unreliable. recovered: learned at a facet value whose `base` cell (one head) failed.
+
+    bins: bin the x and y axes' sampled values (a random or Optuna sweep's continuous axes)
+    into this many bins, or per axis {"x": 5, "y": 4} (keys "x", "y" or the columns); an axis
+    with no more distinct values than its count, or not numeric, keeps its values.
+    bins_method: quantile (about as many trials per bin) or width (equal widths; in log space
+    where `scales` names the column "log"). The edges are `PhaseDiagram.bins`.
     """
     _check_axes(trials, [x, y, facet], outcome)
+    counts = bin_counts(bins, x, y)
+    if bins_method not in BIN_METHODS:
+        raise AnalysisInputError(f"bins method: got {shown(bins_method)}; allowed: "
+                                 f"{', '.join(BIN_METHODS)}")
     if min_seeds < 1 or not 0 < level < 1 or not 0 < confidence < 1:
         raise AnalysisInputError(
             f"min_seeds {min_seeds} must be >= 1, level {level} and confidence {confidence} "
@@ -399,18 +528,23 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
     frame, excluded = _counted(trials, [a for a in (x, y, facet) if a], statuses)
     if frame.empty:
         raise AnalysisInputError(f"no trials with values of {x}, {y} to draw a phase diagram of")
-    frame = frame.assign(**{_FACET: frame[facet] if facet else "all"})
+    axes_bins = _binned(frame, {c: n for c, n in counts.items() if c not in (grid or {})},
+                        bins_method, scales)
+    frame = with_bins(frame, axes_bins).assign(**{_FACET: frame[facet] if facet else "all"})
     keys = [_FACET, x, y]
     values = [_sorted_unique(frame[k]) for k in keys]
     for i, column in enumerate([facet, x, y]):  # grid: a sweep's values, sampled or not
         if grid and column in grid:
             values[i] = _sorted_unique(pd.Series([*values[i], *grid[column]]))
+        if column in axes_bins:  # every bin, in order (an empty one is a missing cell)
+            values[i] = list(axes_bins[column].labels)
     stats = _cell_stats(frame, keys, statuses, outcome)
     phase = _assemble(stats, keys, values, x, y, facet, min_seeds=min_seeds, level=level,
                       confidence=confidence, base=base, accuracy_threshold=accuracy_threshold,
                       outcome=outcome,
                       pooled=_pooled(frame, keys[1:] + ([facet] if facet else [])),
                       excluded=excluded)
+    phase.bins = axes_bins
     rule = _category_rule(frame)
     if rule is not None:
         phase.regime_column, phase.regime_codes = rule.column, regime_codes(rule.values)
@@ -553,46 +687,126 @@ def default_axes(trials: pd.DataFrame) -> tuple[str, str, str | None]:
 
 
 def representative_cells(phase: PhaseDiagram, limit: int = 4) -> list[dict]:
-    """Cells worth showing trajectories of, each {column: value}.
+    """Cells worth showing trajectories of, each {column: value}, all distinct.
 
-    With a facet: every facet value at the distribution point where more heads help most (a
-    recovered point if there is one, else the largest p difference). Without: one learned,
-    one failed and one unreliable cell.
+    Where an axis or the facet counts heads (`is_head_axis`): one task cell at the reference
+    head count (one head when sampled) and at the other head counts sampled there, the task
+    cell where more heads help most (a recovered cell first, then the largest difference in p
+    between cells with enough seeds, then in p at all); never a cell whose trials all share
+    another cell's training (copy's hardness at c = 0). Otherwise one learned, one failed and
+    one unreliable cell, or distinct sampled cells spread over the grid.
     """
     keys = [k for k in (phase.facet, phase.x, phase.y) if k]
     cells = phase.cells[phase.cells["n"] > 0]
-    rec = phase.recovery
-    if phase.facet and len(rec) and rec["delta"].notna().any():
-        ranked = rec.assign(score=rec["recovered"].astype(float) * 10 + rec["delta"].fillna(-9))
-        best = ranked.loc[ranked["score"].idxmax()]
-        point = cells[(cells["ix"] == best["ix"]) & (cells["iy"] == best["iy"])]
-        return [{k: row[k] for k in keys} for _, row in point.head(limit).iterrows()]
+    cells = cells[~((cells["n_shared"] > 0) & (cells["n_shared"] >= cells["n_trials"]))]
+    head = next((k for k in keys if is_head_axis(k, cells[k].unique())), None)
+    compared = head or phase.facet  # else the facet's values against its base
+    if compared:
+        values = sorted(cells[compared].unique().tolist(), key=_order)
+        ref = (1 if 1 in values else values[0] if values else None) if head else phase.base
+        chosen = _comparison(phase, cells, keys, compared, ref, limit)
+        if len(chosen) > 1:
+            return chosen
     chosen = []
     for regime in ("learned", "failed", "unreliable"):
         match = cells[cells["regime"] == regime]
         if len(match) and len(chosen) < limit:
             row = match.iloc[len(match) // 2]
             chosen.append({k: row[k] for k in keys})
-    return chosen or [{k: row[k] for k in keys} for _, row in cells.head(limit).iterrows()]
+    if len(chosen) < 2 and len(cells):  # spread over the grid, never the first rows alone
+        spread = np.unique(np.linspace(0, len(cells) - 1, min(limit, len(cells))).round())
+        for i in spread.astype(int):
+            cell = {k: cells.iloc[i][k] for k in keys}
+            if cell not in chosen and len(chosen) < limit:
+                chosen.append(cell)
+    return chosen
+
+
+def _order(value: object) -> tuple:
+    """Numbers by value, anything else by its text, numbers first."""
+    return (0, value, "") if isinstance(value, int | float | np.number) else (1, 0, str(value))
+
+
+def _comparison(phase: PhaseDiagram, cells: pd.DataFrame, keys: list[str], head: str,
+                ref: object, limit: int) -> list[dict]:
+    """The same task cell at `ref` (one head, or the facet's base) and at the other values of
+    `head` sampled there (`representative_cells`)."""
+    if cells[head].nunique() < 2 or ref is None:
+        return []
+    task = [k for k in keys if k != head]
+    best, best_score = None, -np.inf
+    for _, group in cells.groupby(task, sort=True) if task else [((), cells)]:
+        base = group[group[head] == ref]
+        others = group[group[head] != ref]
+        if base.empty or others.empty:
+            continue
+        gain = others["p"] - float(base["p"].iloc[0])
+        enough = (others["n"] >= phase.min_seeds) & (int(base["n"].iloc[0]) >= phase.min_seeds)
+        score = (10.0 * bool(others["recovered"].any()) + 5.0 * bool(enough.any())
+                 + float(gain[enough].max() if enough.any() else gain.max()))
+        if score > best_score:
+            best, best_score = group, score
+    if best is None:
+        return []
+    rows = best.iloc[sorted(range(len(best)), key=lambda i: _order(best[head].iloc[i]))]
+    rows = pd.concat([rows[rows[head] == ref], rows[rows[head] != ref].tail(limit - 1)])
+    return [{k: (row[k].item() if isinstance(row[k], np.generic) else row[k]) for k in keys}
+            for _, row in rows.iterrows()]
 
 
 @python_arguments
 def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
                        thresholds: Thresholds = DEFAULT_THRESHOLDS, outcome: str | None = None,
+                       bins: int | Mapping[str, int] | None | str = "auto",
                        **kwargs) -> PhaseDiagram:
     """Recompute outcomes from the trajectories at `thresholds`, then `compute_phase` of
-    `outcome` (default: the one the sweep's family names in its manifest)."""
+    `outcome` (default: the one the sweep's family names in its manifest).
+
+    bins: as `compute_phase`'s; "auto" (the default): DEFAULT_BINS per continuous axis when the
+    sweep draws its cells at random (a random or Optuna search, `default_bins`), none for a
+    grid, whose values are its cells. Log-uniform axes are binned in log space by width."""
     outcome = outcome or default_outcome(results)
+    if isinstance(bins, str):
+        if bins != "auto":
+            raise AnalysisInputError(f"bins: got {shown(bins)}; allowed: auto, an integer, "
+                                     "a mapping of axis to integer, or None")
+        bins = default_bins(results)
+    kwargs.setdefault("scales", _search_scales(results))
     trials = results.trials
     trials = with_outcomes(trials, outcome_trajectories(results), thresholds)
     threshold = outcome_threshold(trials, outcome, thresholds)
     search = boundary_search(results, outcome, [a for a in (facet, x, y) if a])
     phase = compute_phase(trials, x, y, facet, accuracy_threshold=threshold, outcome=outcome,
-                          grid=search["grid"] if search else None, **kwargs)
+                          grid=search["grid"] if search else None, bins=bins, **kwargs)
     if search is not None:  # a boundary sweep: what it sampled and what its posterior says
         phase.sampling = sampling_view(phase, search["target"], search["margin"],
                                        search["model"])
     return phase
+
+
+def draws_cells(results) -> bool:
+    """Whether the loaded sweeps sampled their cells at random (a random or Optuna search: the
+    manifest's search facts), not on a grid; a boundary search samples a grid's cells."""
+    manifests = list(getattr(results, "manifests", {}).values())
+    if not manifests:
+        return False
+    facts = [search_facts(m) for m in manifests]
+    return all(f["search_draws_cells"] and not f["search_samples_level_set"] for f in facts)
+
+
+def default_bins(results) -> int | None:
+    """DEFAULT_BINS for a sweep that drew its cells at random, None (its values) for a grid."""
+    return DEFAULT_BINS if draws_cells(results) else None
+
+
+def _search_scales(results) -> dict[str, str]:
+    """'log' for the axes a sweep file draws log-uniform (`SearchInfo.scales`)."""
+    from .search import search_info
+
+    scales: dict[str, str] = {}
+    for manifest in getattr(results, "manifests", {}).values():
+        scales.update(search_info(manifest).scales())
+    return scales
 
 
 @dataclass

@@ -23,6 +23,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from sweeper.results import COUNTED_STATUSES
 from sweeper.results.files import write_whole_file
+from sweeper.results.words import count
 
 from .axes import (  # noqa: F401 - the words for columns, re-exported for callers
     BOOLEAN_WORDS,
@@ -116,6 +117,18 @@ class _Layout:
         fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.0), ncols=ncols,
                    fontsize="small", frameon=False)
 
+    def fitted(self, size: tuple[float, float], smallest: float = 0.5) -> _Layout:
+        """The same margins, the panels grown or shrunk so that the figure is `size` inches."""
+        width, height = size
+        panel = ((width - self.left - self.right - (self.cols - 1) * self.wgap) / self.cols,
+                 (height - self.top - self.bottom - (self.rows - 1) * self.hgap) / self.rows)
+        if min(panel) < smallest:
+            need = replace(self, panel=(smallest, smallest)).size
+            raise AnalysisInputError(
+                f"size: got {width:g},{height:g}; allowed: at least {math.ceil(need[0])},"
+                f"{math.ceil(need[1])} inches for {self.rows} x {self.cols} panels")
+        return replace(self, panel=panel)
+
     def widened(self, width: float) -> _Layout:
         """The same panels in a figure at least `width` inches wide (margins grow evenly), so
         that a title and a legend wider than one panel are not cut off."""
@@ -132,7 +145,8 @@ def wrap_title(text: str, width: float) -> str:
     import textwrap
 
     chars = max(20, int(width * TITLE_CHARS_PER_INCH))
-    return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
+    return "\n".join(textwrap.fill(line, chars, break_long_words=False, break_on_hyphens=False)
+                     for line in text.split("\n"))
 
 
 def save(fig: Figure, path: str | os.PathLike, dpi: int = 100) -> Path:
@@ -165,7 +179,8 @@ def phase_scales(phase: PhaseDiagram, scales: Mapping[str, str] | None = None
 
 
 def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool | None = None,
-                 scales: Mapping[str, str] | None = None) -> Figure:
+                 scales: Mapping[str, str] | None = None, title: str | None = None,
+                 size: tuple[float, float] | None = None) -> Figure:
     """One success-probability panel per facet value, then a recovery-map panel per facet
     value other than the base; boundary at p = level, unsampled and unreliable cells marked.
     Numeric axes are drawn at their values (log-spaced ones on a log scale; `scales` may name
@@ -173,6 +188,9 @@ def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool |
 
     annotate: write k/n (and p differences) in the cells; by default when a panel has at most
     ANNOTATE_CELLS cells. The cells table has the numbers either way.
+    title: the figure's title (default `phase_title`: outcome, axes, bins, how cells are
+    judged), wrapped at words to the figure's width. size: (width, height) in inches instead
+    of the size the panels need (the panels stretch or shrink to it).
     """
     if annotate is None:
         annotate = len(phase.x_values) * len(phase.y_values) <= ANNOTATE_CELLS
@@ -180,7 +198,9 @@ def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool |
     others = [v for v in phase.facet_values if v != phase.base] if phase.facet else []
     show_recovery = recovery and bool(others)
     legend = _phase_legend(phase)
-    layout = _phase_layout(phase, rows=2 if show_recovery else 1, legend=len(legend))
+    title = phase_title(phase) if title is None else title
+    layout = _phase_layout(phase, rows=2 if show_recovery else 1, legend=len(legend),
+                           title=title, size=None if size is None else check_size(size))
     fig = layout.figure()
     fig.phase_panels = []  # (facet value, axes, x scale, y scale): the report maps cells
     for i, value in enumerate(phase.facet_values):
@@ -193,9 +213,28 @@ def phase_figure(phase: PhaseDiagram, *, recovery: bool = True, annotate: bool |
             ax = layout.axes(fig, 1, phase.facet_values.index(value))
             delta_image = _recovery_panel(ax, phase, value, annotate, gx, gy)
         fig.colorbar(delta_image, cax=layout.colorbar_axes(fig, 1), label="p difference")
-    layout.title(fig, phase_title(phase))
+    if size is not None:  # exactly, whatever the sums of margins round to
+        fig.set_size_inches(*check_size(size))
+    layout.title(fig, title)
     layout.legend(fig, legend, ncols=layout.legend_cols)
     return fig
+
+
+MAX_FIGURE_INCHES = 100.0
+
+
+def check_size(size: Sequence[float] | str) -> tuple[float, float]:
+    """A figure size (width, height) in inches, or its text "W,H": two finite numbers from 1
+    to 100."""
+    try:
+        width, height = (float(v) for v in (size.split(",") if isinstance(size, str) else size))
+    except (TypeError, ValueError):
+        raise AnalysisInputError(f"size: got {size!r}; allowed: width,height in inches, "
+                                 "e.g. 8,5") from None
+    if not all(math.isfinite(v) and 1 <= v <= MAX_FIGURE_INCHES for v in (width, height)):
+        raise AnalysisInputError(f"size: got {width:g},{height:g}; allowed: width and height "
+                                 f"in inches from 1 to {MAX_FIGURE_INCHES:g}, e.g. 8,5")
+    return width, height
 
 
 @dataclass(frozen=True)
@@ -204,29 +243,36 @@ class _PhaseLayout(_Layout):
 
 
 def _phase_layout(phase: PhaseDiagram, rows: int, legend: int, cols: int | None = None,
-                  title: str | None = None) -> _PhaseLayout:
+                  title: str | None = None, size: tuple[float, float] | None = None
+                  ) -> _PhaseLayout:
     """Panels of a phase figure (a panel per facet value unless `cols`); at least wide enough
     for two legend entries a row and the title's longest words; the legend takes as many rows
-    as its entries need."""
+    as its entries need. With `size` (inches), the figure is that size, its panels fitted."""
     nx, ny = len(phase.x_values), len(phase.y_values)
     cell = min(0.6, 4.0 / max(nx, ny, 1))
     panel = (max(2.4, cell * nx), max(2.0, cell * ny))
     cols = len(phase.facet_values) if cols is None else cols
-    layout = _PhaseLayout(rows=rows, cols=cols, panel=panel, left=0.9,
-                          right=1.2, top=1.0, bottom=0.75, wgap=0.9, hgap=0.9)
-    layout = layout.widened(2 * LEGEND_ITEM_WIDTH + 0.6)
-    cols = max(1, min(legend, int((layout.size[0] - 0.4) // LEGEND_ITEM_WIDTH)))
+    x_room = 0.6 if phase.x in phase.bins else 0.0  # slanted interval labels under a panel
+    y_room = 0.8 if phase.y in phase.bins else 0.0  # interval labels beside one
+    layout = _PhaseLayout(rows=rows, cols=cols, panel=panel, left=0.9 + y_room,
+                          right=1.2, top=1.0, bottom=0.75 + x_room, wgap=0.9 + y_room,
+                          hgap=0.9 + x_room)
+    if size is None:
+        layout = layout.widened(2 * LEGEND_ITEM_WIDTH + 0.6)
+    width = layout.size[0] if size is None else size[0]
+    cols = max(1, min(legend, int((width - 0.4) // LEGEND_ITEM_WIDTH)))
     legend_rows = math.ceil(legend / cols) if legend else 0
     title = phase_title(phase) if title is None else title
-    title_lines = wrap_title(title, layout.size[0]).count("\n") + 1
-    return replace(layout, legend_cols=cols, bottom=0.75 + 0.25 * legend_rows,
-                   top=0.3 + 0.25 * title_lines)
+    title_lines = wrap_title(title, width).count("\n") + 1
+    layout = replace(layout, legend_cols=cols, bottom=0.75 + x_room + 0.25 * legend_rows,
+                     top=0.3 + 0.25 * title_lines)
+    return layout if size is None else layout.fitted(size)
 
 
 def _phase_legend(phase: PhaseDiagram) -> list:
     return [Line2D([], [], color="black", lw=2.5, label=f"boundary p = {phase.level:g}"),
             Patch(facecolor=_INSUFFICIENT_COLOR, hatch="///", edgecolor="grey",
-                  label=f"fewer than {phase.min_seeds} seeds"),
+                  label=f"fewer than {count(phase.min_seeds, 'seed')}"),
             Patch(facecolor=_MISSING_COLOR, hatch="xx", edgecolor="grey", label="no trials"),
             Patch(facecolor="none", edgecolor=_UNRELIABLE_COLOR, lw=1.5, ls="--",
                   label=f"unreliable (interval spans {phase.level:g})"),
@@ -254,7 +300,12 @@ def _setup_grid_axes(ax, phase: PhaseDiagram, title: str, gx: AxisScale, gy: Axi
     ax.set_ylabel(axis_label(phase.y))
     ax.set_title(title)
     crowded = gx.ticks() is not None and len(gx.values) > 6 and gx.numeric
-    ax.tick_params(axis="x", labelrotation=45 if len(phase.x_values) > 8 or crowded else 0)
+    binned = phase.x in phase.bins  # interval labels, "[0.22, 0.458)", are wide
+    ax.tick_params(axis="x", labelrotation=45 if len(phase.x_values) > 8 or crowded or binned
+                   else 0)
+    if binned:
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
 
 
 def _mesh(ax, values: np.ndarray, gx: AxisScale, gy: AxisScale, **kwargs):
@@ -439,7 +490,7 @@ def _lottery_legend(phase: PhaseDiagram) -> list:
             Patch(facecolor="none", edgecolor=_FAILED_COLOR, lw=2.0, ls="--",
                   label="below the lottery"),
             Patch(facecolor=_INSUFFICIENT_COLOR, hatch="///", edgecolor="grey",
-                  label=f"fewer than {phase.min_seeds} seeds"),
+                  label=f"fewer than {count(phase.min_seeds, 'seed')}"),
             Patch(facecolor="none", edgecolor="none", label="p (lottery p) in each cell")]
 
 
@@ -598,9 +649,9 @@ def trajectory_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
                             linewidth=0)
             if i == 0:
                 handles.append(line)
-        ax.set_title(METRIC_LABELS.get(metric, metric))
+        ax.set_title(axis_label(metric))
         ax.set_xlabel("step")
-        ax.set_ylabel(metric)
+        ax.set_ylabel(axis_label(metric))
         if metric != "loss":
             ax.set_ylim(-0.02, 1.02)
     layout.title(fig, "Trajectories: median over seeds, band = interquartile range")
@@ -633,8 +684,9 @@ def onset_figure(trials: pd.DataFrame, facet: str | None = "model.heads") -> Fig
     ties = int((x[both] == y[both]).sum())
     ax.set_xlabel("KTIW onset: first step with ktiw_acc ≥ threshold")
     ax.set_ylabel("attention onset (step)")
-    ax.set_title(f"KTIW first in {first} of {int(both.sum())} trials ({ties} ties);\n"
-                 f"{int((~both).sum())} trials without both onsets not shown")
+    ax.set_title(f"KTIW first in {first} of {count(int(both.sum()), 'trial')} "
+                 f"({count(ties, 'tie')});\n{count(int((~both).sum()), 'trial')} without both "
+                 "onsets not shown")
     ax.legend(fontsize="small")
     return fig
 
@@ -679,8 +731,8 @@ def topic_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
         right.fill_between(band.index, band["q25"], band["q75"], color=f"C{i % 10}",
                            alpha=0.2, linewidth=0)
     right.set_xlabel("step (epoch: full-batch training)")
-    right.set_ylabel("topic_attention")
-    right.set_title(METRIC_LABELS["topic_attention"])
+    right.set_ylabel(axis_label("topic_attention"))
+    right.set_title(axis_label("topic_attention"))
     right.legend(fontsize="small")
     layout.title(fig, "Topic task: the score-norm identity and attention on topic words")
     return fig
@@ -726,9 +778,9 @@ def seeds_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
             if metric in lines:
                 ax.axhline(lines[metric], color="black", lw=0.8, ls=":")
             ax.set_title(f"{cell_label(cell)}: {k}/{n}" if col == 0 else
-                         METRIC_LABELS.get(metric, metric), fontsize="small")
+                         axis_label(metric), fontsize="small")
             ax.set_xlabel("step")
-            ax.set_ylabel(METRIC_LABELS.get(metric, metric), fontsize="small")
+            ax.set_ylabel(axis_label(metric), fontsize="small")
             if metric != "loss" and not metric.startswith("loss"):
                 ax.set_ylim(-0.02, 1.02)
     layout.title(fig, f"One line per seed, coloured by {outcome.replace('_', ' ')}; dotted: "
@@ -779,7 +831,7 @@ def objective_figure(cells: pd.DataFrame, parameters: Sequence[str], objective: 
             ax.scatter(codes, y, s=size, alpha=0.6)
             ax.set_xticks(range(len(scale.values)), [_tick(v) for v in scale.values])
         ax.set_xlabel(axis_label(column))
-        ax.set_ylabel(objective)
+        ax.set_ylabel(axis_label(objective))
     best = f" ({direction})" if direction else ""
     layout.title(fig, f"{objective}{best} per cell against each parameter; "
                       "larger points: more seeds")
@@ -819,11 +871,11 @@ def seed_lines_figure(trials: pd.DataFrame, trajectories: pd.DataFrame,
                     label=f"seed {seed}")
         ax.set_title(f"{cell_label(cell)} (n={n})")
         ax.set_xlabel("step")
-        ax.set_ylabel(metric)
+        ax.set_ylabel(axis_label(metric))
         if metric != "loss":
             ax.set_ylim(-0.02, 1.02)
     coloured = f", coloured by {axis_label(by)}" if by else ""
-    layout.title(fig, f"{METRIC_LABELS.get(metric, metric)}, one line per seed{coloured}")
+    layout.title(fig, f"{axis_label(metric)}, one line per seed{coloured}")
     if by:
         layout.legend(fig, [Line2D([], [], color=c, label=value_label(by, v))
                             for v, c in colors.items()], ncols=min(len(values), 4) or 1)

@@ -137,18 +137,33 @@ def _sql_error(con: duckdb.DuckDBPyConnection, exc: duckdb.Error) -> AnalysisInp
         f'"model.heads"); available columns: {listing}')
 
 
+DEFAULT = "default"  # query_frame's columns: what `sweeper query` prints without --columns
+FINAL_METRICS = ("final_loss", "final_accuracy")  # and the final value of the outcome's metric
+
+
 @python_arguments
 def query_frame(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *,
-                where: str | None = None, columns: Sequence[str] | None = None,
+                where: str | None = None, columns: Sequence[str] | str | None = None,
                 table: str = "trials", limit: int | None = None,
                 filesystem: pafs.FileSystem | None = None) -> pd.DataFrame:
-    """Rows of one table, filtered by a where string and projected to columns.
+    """Rows of one table, filtered by a where string and projected to columns, sorted by the
+    sweep's swept columns and the seed.
 
-    For table='trajectories', columns may also name trials columns (model.heads): they are
-    joined onto each trajectory row.
+    columns: None, every column; a list, exactly those (short names resolved: `heads` is
+    model.heads), then the trial id (and, for trajectories, the step) that name the row;
+    DEFAULT, for the trials table, the swept columns, seed, status, the family's outcome and
+    its step, a few final metrics (`default_columns`), and the trial id (every column of the
+    trajectories). For table='trajectories', columns may also name trials columns
+    (model.heads): they are joined onto each trajectory row.
     """
     if table not in ("trials", "trajectories"):
         raise AnalysisInputError(f"unknown table {table!r}; allowed: trials, trajectories")
+    if isinstance(columns, str):
+        if columns != DEFAULT:
+            raise AnalysisInputError(f"columns: got {columns!r}; allowed: a list of column "
+                                     f"names, {DEFAULT!r} or None (every column)")
+        columns = None if table == "trajectories" else default_columns(
+            load(results, sweep, filesystem=filesystem))
     asked = None
     if columns is not None:
         asked, columns = _with_context(results, sweep, columns, table, filesystem)
@@ -196,6 +211,22 @@ def _resolve(name: str, available: Sequence[str], table: str, field: str = "--co
     return resolve_column(name, available, field, every_step, AnalysisInputError)
 
 
+def default_columns(res) -> list[str]:
+    """What `sweeper query` shows of a trial unless told: the swept columns (not the ones a
+    family derives from them), seed, status, the outcome the sweep's family draws and its
+    step, and the final loss, accuracy and outcome metric."""
+    from .outcomes import derived_columns, outcome_rules
+    from .phase import default_outcome
+
+    trials = res.trials
+    derived = set(derived_columns())
+    outcome = default_outcome(res)
+    rule = next((r for r in outcome_rules(trials) if r.column == outcome), None)
+    wanted = [*[c for c in _swept(trials) if c not in derived], "seed", "status", outcome,
+              *([rule.steps, *FINAL_METRICS, f"final_{rule.metric}"] if rule else FINAL_METRICS)]
+    return [c for c in dict.fromkeys(wanted) if c and c in trials.columns]
+
+
 def _swept(trials: pd.DataFrame) -> list[str]:
     """The sweep's axes as stored: config columns with more than one value in the sweep."""
     return [c for c in trials.columns if c.startswith(CONFIG_GROUPS)
@@ -204,9 +235,10 @@ def _swept(trials: pd.DataFrame) -> list[str]:
 
 def _in_context(frame: pd.DataFrame, swept: Sequence[str], asked: Sequence[str] | None,
                 then: Sequence[str] = ()) -> pd.DataFrame:
-    """Rows sorted by the swept config columns (`_swept`) and the seed;
-    when columns were chosen, those columns after the swept ones, the seed and the trial id,
-    which always come along so that a row still says which cell and trial it belongs to."""
+    """Rows sorted by the swept config columns (`_swept`) and the seed; when columns were
+    chosen, exactly those and what names a row: the trial id after them (a trajectory row:
+    the trial id and `then`, the step, before them), the sweep first when rows come from
+    several."""
     swept = [c for c in swept if c in frame.columns]
     order = [c for c in ["sweep", *swept, "seed", *then] if c in frame.columns]
     if order and len(frame):
@@ -215,7 +247,7 @@ def _in_context(frame: pd.DataFrame, swept: Sequence[str], asked: Sequence[str] 
     if asked is None:
         return frame
     lead = ["sweep"] if "sweep" in frame.columns and frame["sweep"].nunique() > 1 else []
-    shown = [*lead, *swept, "seed", "trial_id", *then, *asked]
+    shown = [*lead, "trial_id", *then, *asked] if then else [*lead, *asked, "trial_id"]
     return frame[[c for c in dict.fromkeys(shown) if c in frame.columns]]
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 import math
 import numbers
 import os
@@ -23,6 +22,7 @@ from matplotlib.figure import Figure
 
 from sweeper.results.files import write_whole_file
 from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds
+from sweeper.results.words import count
 
 from . import plots
 from .errors import AnalysisInputError
@@ -32,10 +32,13 @@ from .phase import (
     PhaseDiagram,
     compute_phase,
     default_axes,
+    default_bins,
     default_outcome,
     heads_aligned,
+    is_head_axis,
     outcome_trajectories,
     representative_cells,
+    with_bins,
 )
 from .search import search_info
 
@@ -121,25 +124,67 @@ def _section(ident: str, title: str, body: str) -> str:
 # ---------------------------------------------------------------- sections
 
 def _manifest_section(results: Results) -> str:
+    """Each manifest as a table of its fields (a nested field as a table in its cell, a list
+    of records as a table with a row each) and the sweep file as YAML, as it was written."""
     parts = []
     for name, manifest in results.manifests.items():
         shown = {k: v for k, v in manifest.items() if k != "sweep_file"}
-        values = [json.dumps(v) if isinstance(v, dict | list) else fmt_number(v, None)
-                  for v in shown.values()]
-        rows = pd.DataFrame({"field": list(shown), "value": values})
-        parts.append(f"<h3>{html.escape(name)}</h3>" + (_table(rows) if len(rows) else
-                                                          "<p class='note'>no manifest.json</p>"))
+        parts.append(f"<h3>{html.escape(name)}</h3>" + (
+            _value_html(shown, head=("field", "value")) if shown
+            else "<p class='note'>no manifest.json</p>"))
         if manifest.get("sweep_file"):
-            parts.append("<details><summary>sweep file</summary><pre>"
-                         f"{html.escape(str(manifest['sweep_file']))}</pre></details>")
+            parts.append("<h4>Sweep file</h4>" + _yaml_html(manifest["sweep_file"]))
     return _section("manifest", "Manifest", "".join(parts))
+
+
+MAX_NESTED = 4  # levels of tables inside tables; deeper values are shown as YAML
+
+
+def _value_html(value: object, depth: int = 0, head: tuple[str, str] | None = None) -> str:
+    """A manifest value as HTML: a mapping as a field/value table (with a `head` row), a list
+    of mappings as a
+    table with a row per item, other lists comma-separated, text with line breaks (a sweep
+    file kept in a version) as YAML in a folded <pre>, anything else as `fmt_number`."""
+    if isinstance(value, dict | list) and depth >= MAX_NESTED:
+        return _yaml_html(value)
+    if isinstance(value, dict):
+        rows = "".join(f"<tr><th class='text'>{html.escape(str(k))}</th>"
+                       f"<td class='text'>{_value_html(v, depth + 1)}</td></tr>"
+                       for k, v in value.items())
+        thead = ("<thead><tr>" + "".join(f"<th class='text'>{h}</th>" for h in head)
+                 + "</tr></thead>") if head else ""
+        return (f"<div class='wide'><table class='fields'>{thead}<tbody>{rows}</tbody></table>"
+                "</div>")
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        keys = list(dict.fromkeys(k for v in value for k in v))
+        head = "".join(f"<th class='text'>{html.escape(str(k))}</th>" for k in keys)
+        rows = "".join("<tr>" + "".join(
+            f"<td class='text'>{_value_html(v.get(k), depth + 1)}</td>" for k in keys) + "</tr>"
+                       for v in value)
+        return (f"<div class='wide'><table class='records'><thead><tr>{head}</tr></thead>"
+                f"<tbody>{rows}</tbody></table></div>")
+    if isinstance(value, list):
+        return html.escape(", ".join(fmt_number(v, None) for v in value)) or "–"
+    if isinstance(value, str) and "\n" in value.strip():
+        return f"<details><summary>{html.escape(value.strip().splitlines()[0])} …</summary>" \
+               f"{_yaml_html(value)}</details>"
+    return html.escape(fmt_number(value, None))
+
+
+def _yaml_html(value: object) -> str:
+    """YAML in a <pre>: text (a sweep file) as it was written, anything else dumped as YAML."""
+    import yaml
+
+    text = value if isinstance(value, str) else yaml.safe_dump(value, sort_keys=False,
+                                                                 allow_unicode=True)
+    return f"<pre class='yaml'>{html.escape(text.rstrip())}</pre>"
 
 
 def _counts_section(results: Results, phase: PhaseDiagram) -> str:
     trials = results.trials
     by = ["sweep", "status"] if "status" in trials.columns else ["sweep"]
     counts = trials.groupby(by).size().rename("trials").reset_index()
-    body = [_table(counts), f"<p>{len(trials)} trials stored."]
+    body = [_table(counts), f"<p>{count(len(trials), 'trial')} stored."]
     expanded = sum(int(m.get("trials_expanded", 0) or 0) for m in results.manifests.values())
     if expanded:
         body.append(f" {expanded} expanded from the sweep file"
@@ -269,7 +314,7 @@ def _seeds_section(results: Results, trials: pd.DataFrame, phase: PhaseDiagram,
                       pd.to_numeric(by_trial[t][metric], errors="coerce").to_numpy(float))
                      for t, kind in zip(member["trial_id"], classes, strict=True)
                      if t in by_trial]
-            charts.append(svg.seeds_svg(lines, plots.METRIC_LABELS.get(metric, metric),
+            charts.append(svg.seeds_svg(lines, plots.axis_label(metric),
                                         limits.get(metric),
                                         unit_range=not metric.startswith("loss")))
         label = html.escape(plots.cell_label(cell))
@@ -278,7 +323,8 @@ def _seeds_section(results: Results, trials: pd.DataFrame, phase: PhaseDiagram,
                      "</div>")
         links[index] = anchor
     note = ("" if len(shown) == len(sampled) else
-            f"<p class='note'>The first {len(shown)} of {len(sampled)} cells; draw any other "
+            f"<p class='note'>The first {len(shown)} of {count(len(sampled), 'cell')}; draw any "
+            "other "
             "with <code>sweeper seeds RESULTS/SWEEP --where ...</code>.</p>")
     body = (f"<p>One line per seed, coloured by {html.escape(phase.outcome)}: "
             f"{svg.legend_html()}; dotted: the threshold.</p>" + note + "".join(parts))
@@ -307,7 +353,8 @@ def _failed_section(trials: pd.DataFrame, keys: Sequence[str]) -> str:
     head = "".join(f"<th class='text'>{html.escape(c)}</th>" for c in columns)
     more = ("" if len(failed) <= MAX_FAILED_ROWS else
             f"<p class='note'>{len(failed) - MAX_FAILED_ROWS} more not shown.</p>")
-    body = (f"<p>{len(failed)} trials failed (their code raised on every attempt); they are "
+    body = (f"<p>{count(len(failed), 'trial')} failed (their code raised on every attempt); "
+            "they are "
             "not counted as seeds, and a later run trains them again.</p>"
             f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}"
             f"</tbody></table></div>{more}")
@@ -356,6 +403,23 @@ def _family_figures(results: Results, columns: set[str]) -> set[str]:
     return figures
 
 
+def trajectory_caption(cells: list[dict]) -> str:
+    """What the trajectory cells compare: "The same task cell (c = 0.5, h = 0.25) at H = 1
+    and at H = 2, H = 4" when they differ in one column only (a head count, or the facet),
+    else the cells listed."""
+    varying = [k for k in (cells[0] if cells else {}) if len({str(c[k]) for c in cells}) > 1]
+    if len(cells) > 1 and len(varying) == 1:
+        head = varying[0]
+        task = {k: v for k, v in cells[0].items() if k != head}
+        others = ", ".join(plots.value_label(head, c[head]) for c in cells[1:])
+        where = f" ({plots.cell_label(task)})" if task else ""
+        question = (": does adding heads change how it learns?"
+                    if is_head_axis(head, [c[head] for c in cells]) else "")
+        return (f"The same task cell{where} at {plots.value_label(head, cells[0][head])} and "
+                f"at {others}{question}")
+    return "Chosen cells: " + "; ".join(plots.cell_label(c) for c in cells)
+
+
 def _trajectory_section(results: Results, trials: pd.DataFrame, cells: list[dict],
                         figures: dict[str, Figure]) -> str:
     columns = set(results.trajectory_columns)
@@ -373,11 +437,13 @@ def _trajectory_section(results: Results, trials: pd.DataFrame, cells: list[dict
         rows = results.read_trajectories(trial_ids=ids, columns=metrics)
         figures["trajectories"] = plots.trajectory_figure(trials, rows, cells, metrics)
         body.append(_figure_html(figures["trajectories"], "trajectories",
-                                 "Median and interquartile band over seeds, chosen cells"))
+                                 "Median and interquartile band over seeds, per cell"))
     if not body:
         body.append("<p class='note'>No trajectory metrics to draw.</p>")
     listing = "".join(f"<li>{html.escape(plots.cell_label(c))}</li>" for c in cells)
-    return _section("trajectories", "Trajectories", f"<ul>{listing}</ul>" + "".join(body))
+    caption = f"<p>{html.escape(trajectory_caption(cells))}</p>"
+    return _section("trajectories", "Trajectories", caption + f"<ul>{listing}</ul>"
+                    + "".join(body))
 
 
 def _lottery_section(trials: pd.DataFrame, phase: PhaseDiagram,
@@ -391,7 +457,8 @@ def _lottery_section(trials: pd.DataFrame, phase: PhaseDiagram,
     body = [_figure_html(figures["lottery"], "lottery",
                          "Observed rate minus what independent heads would give (1 - (1 - "
                          "p_1)^H); outlined: intervals apart"),
-            f"<p>{int(lot['beyond_lottery'].sum())} of {len(lot)} cells beyond the lottery, "
+            f"<p>{int(lot['beyond_lottery'].sum())} of {count(len(lot), 'cell')} beyond the "
+            "lottery, "
             f"{int(lot['below_lottery'].sum())} below it.</p>", _table(lot)]
     if "attention_heads" in trials.columns:
         keys = [k for k in (phase.facet, phase.x, phase.y) if k]
@@ -425,28 +492,33 @@ def _axes(trials: pd.DataFrame, x: str | None, y: str | None, facet: str | None
 def make_report(results: Results, *, x: str | None = None, y: str | None = None,
                 facet: str | None = "auto", thresholds: Thresholds = DEFAULT_THRESHOLDS,
                 min_seeds: int = 3, cells: list[dict] | None = None,
-                outcome: str | None = None, base: object = None) -> Report:
+                outcome: str | None = None, base: object = None,
+                bins: int | dict[str, int] | str | None = "auto") -> Report:
     """Build the page. Axes default to the swept columns (see `phase.default_axes`); the
-    outcome to the one the sweep's family names (copy: attention_learned)."""
+    outcome to the one the sweep's family names (copy: attention_learned); bins as
+    `phase_from_results`'s (a random or Optuna sweep's continuous axes binned)."""
     x, y, facet = _axes(results.trials, x, y, facet)
     outcome = outcome or default_outcome(results)
     trials = with_outcomes(results.trials, outcome_trajectories(results), thresholds)
     threshold = outcome_threshold(trials, outcome, thresholds)
-    phase = compute_phase(trials, x, y, facet, min_seeds=min_seeds,
-                          accuracy_threshold=threshold, outcome=outcome, base=base)
-    cells = cells if cells is not None else representative_cells(phase)
     info = search_info(next(iter(results.manifests.values()), {}))
+    phase = compute_phase(trials, x, y, facet, min_seeds=min_seeds,
+                          accuracy_threshold=threshold, outcome=outcome, base=base,
+                          bins=default_bins(results) if bins == "auto" else bins,
+                          scales=info.scales())
+    cells = cells if cells is not None else representative_cells(phase)
+    binned = with_bins(trials, phase.bins)  # the trials as the cells name them
     figures = {"phase": plots.phase_figure(phase, scales=info.scales()),
                "regimes": plots.regime_figure(phase, info.scales())}
     if not phase.trial_regimes.empty:  # copy: which solution each cell's seeds found
         figures["trial_regimes"] = plots.trial_regime_figure(phase, scales=info.scales())
     objective = _objective_section(trials, info, outcome, figures) if info.drawn else ""
-    linked, seeds = _seeds_section(results, trials, phase, thresholds)
+    linked, seeds = _seeds_section(results, binned, phase, thresholds)
     keys = [k for k in (facet, x, y) if k]
     sections = [_manifest_section(results), _counts_section(results, phase),
                 _phase_section(phase, figures, linked), objective,
-                _lottery_section(trials, phase, figures),
-                _trajectory_section(results, trials, cells, figures),
+                _lottery_section(binned, phase, figures),
+                _trajectory_section(results, binned, cells, figures),
                 _onset_section(trials, phase, figures), seeds,
                 _failed_section(trials, keys), _cells_section(phase, linked)]
     names = ", ".join(results.manifests)

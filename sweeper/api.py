@@ -24,6 +24,7 @@ from typing import Any
 
 from sweeper.executors import EXECUTORS, make_executor  # noqa: F401 (the names api offers)
 from sweeper.results.errors import python_arguments
+from sweeper.results.words import count
 
 DEFAULT_RESULTS = "./results"
 
@@ -104,15 +105,17 @@ class SweepResult:
     def summary(self) -> str:
         stored = ", ".join(f"{n} {s}" for s, n in sorted(self.status.items())) or "nothing"
         if self.ran == 0 and not self.interrupted and self.pending == 0:
-            return (f"sweep {self.sweep}: nothing to run: all {self.already_stored} trials are "
-                    f"stored (ran 0 trials; stored: {stored}); results in "
+            return (f"sweep {self.sweep}: nothing to run: all "
+                    f"{count(self.already_stored, 'trial')} "
+                    f"{'is' if self.already_stored == 1 else 'are'} stored (ran 0 trials; "
+                    f"stored: {stored}); results in "
                     f"{self.results.rstrip('/')}/{self.sweep}")
-        packs = f", {_count(self.packs, 'pack')}" if self.packs is not None else ""
+        packs = f", {count(self.packs, 'pack')}" if self.packs is not None else ""
         stopped = " (interrupted)" if self.interrupted else ""
         shared = (f" ({self.ran - self.shared} trained, {self.shared} sharing an equivalent "
                   "trial's training)" if self.shared else "")
         took = f"; {self.timing()}" if self.taken_s is not None else ""
-        return (f"sweep {self.sweep}{stopped}: ran {_count(self.ran, 'trial')}{shared} in "
+        return (f"sweep {self.sweep}{stopped}: ran {count(self.ran, 'trial')}{shared} in "
                 f"{self.seconds:.1f} s "
                 f"({self.trials_per_s:.2f} trials/s{packs}){took}; stored: {stored}; results "
                 f"in {self.results.rstrip('/')}/{self.sweep}")
@@ -163,10 +166,6 @@ class SweepResult:
         if self.best_trial_text():
             lines += ["", self.best_trial_text()]
         return "\n".join(lines)
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 @python_arguments

@@ -10,6 +10,7 @@ from sweeper.errors import SweeperInputError
 from sweeper.numbers import shown
 from sweeper.report import table
 from sweeper.results.location import DEFAULT_RESULTS, SWEEP_FORMS
+from sweeper.results.words import count
 
 
 def _results_root(args: argparse.Namespace, sweep=None) -> str:
@@ -102,15 +103,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
             "rows": [dict(zip(columns, r)) for r in rows]}))
         return 0
     if not pending:
-        print(f"{sweep.name}: nothing to run: all {len(plan.specs)} trials are stored")
+        print(f"{sweep.name}: nothing to run: all {count(len(plan.specs), 'trial')} "
+              f"{'is' if len(plan.specs) == 1 else 'are'} stored")
         return 0
-    print(f"{sweep.name}: {len(plan.specs)} trials ({sweep.search.type} search, "
-          f"{len(sweep.seeds)} seeds per cell); {len(plan.specs) - len(pending)} stored, "
-          f"{len(pending)} to run in {len(packs)} packs")
+    print(f"{sweep.name}: {count(len(plan.specs), 'trial')} ({sweep.search.type} search, "
+          f"{count(len(sweep.seeds), 'seed')} per cell); {len(plan.specs) - len(pending)} "
+          f"stored, {len(pending)} to run in {count(len(packs), 'pack')}")
     if sharing.saved:
-        print(f"{len(sharing.trainings)} trainings: {sharing.saved} trials share an equivalent "
-              "trial's training (parameters that change nothing there, e.g. hardness at c = 0) "
-              f"and are stored with its results, not trained again")
+        print(f"{count(len(sharing.trainings), 'training')}: {count(sharing.saved, 'trial')} "
+              f"{'shares' if sharing.saved == 1 else 'share'} an equivalent trial's training "
+              "(parameters that change nothing there, e.g. hardness at c = 0) and "
+              f"{'is' if sharing.saved == 1 else 'are'} stored with its results, not trained "
+              "again")
     if cost is not None:
         print(cost.line())
     print(table(rows, columns))
@@ -142,8 +146,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if result.best_trial_text():  # an Optuna search's best trial, last
             print("\n" + result.best_trial_text())
     if result.interrupted:
-        pending = "some" if result.pending is None else str(result.pending)
-        print(f"interrupted: {pending} trials pending; run the same command to resume",
+        pending = count(result.pending, "trial") if result.pending is not None else "some trials"
+        print(f"interrupted: {pending} pending; run the same command to resume",
               file=sys.stderr)
     return result.exit_status
 
@@ -215,11 +219,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     with acquire(store, name):  # never while a driver writes the sweep
         before, rows = store.compact(name)
     if args.json:
-        print(json.dumps({"sweep": name, "files_before": before, "files_after": min(before, 1),
-                          "trials": rows, "compacted": before > 1}))
-        return 0
-    print(f"{name}: {before} trial files merged into 1 ({rows} trials)" if before > 1
-          else f"{name}: nothing to compact ({before} file)")
+        print(f"{name}: {before} trial files merged into 1 ({count(rows, 'trial')})" if before > 1
+          else f"{name}: nothing to compact ({count(before, 'file')})")
     return 0
 
 

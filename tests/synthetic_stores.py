@@ -374,7 +374,7 @@ def _manifest(sweep: str, task: str, model: str, n_trials: int) -> dict:
 
 def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, topic: bool,
                  pack_by: list[str], pack_size: int, seed: int, failed: float,
-                 diverged: float, copiers: float = 0.0) -> Path:
+                 diverged: float, copiers: float = 0.0, manifest: dict | None = None) -> Path:
     store = Store.open(os.fspath(root))
     rng = np.random.default_rng(seed)
     config_types = TOPIC_CONFIG if topic else COPY_CONFIG
@@ -390,8 +390,9 @@ def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, 
         records = _records(pack, config_types, topic, rng, failed, diverged)
         summary.add(store.write_pack(sweep, records), records, write=False)
     summary.write()
-    store.write_manifest(sweep, _manifest(sweep, configs["task.id"].iloc[0],
-                                          configs["model.id"].iloc[0], len(configs)))
+    store.write_manifest(sweep, {**_manifest(sweep, configs["task.id"].iloc[0],
+                                             configs["model.id"].iloc[0], len(configs)),
+                                 **(manifest or {})})
     return Path(root) / sweep
 
 
@@ -412,6 +413,40 @@ def write_topic_sweep(root: str | os.PathLike, sweep: str = "topic", *, pack_siz
     return _write_sweep(root, sweep, topic_configs(**grid), topic=True,
                         pack_by=["task.distractors", "model.classifier"], pack_size=pack_size,
                         seed=seed, failed=failed, diverged=diverged)
+
+
+RANDOM_SWEEP_FILE = """name: {name}
+task: copy-v1
+model: seq2seq
+search: {{type: random, trials: {cells}}}
+seeds: {seeds}
+axes:
+  task:
+    cooccurrence: {{uniform: [0.0, 1.0]}}
+    hardness: {{uniform: [0.0, 1.0]}}
+  model:
+    heads: {{choice: {heads}}}
+"""
+
+
+def write_random_copy_sweep(root: str | os.PathLike, sweep: str = "random", *, cells: int = 60,
+                            seeds: int = 2, heads: Sequence[int] = (1, 2), seed: int = 0,
+                            steps: int = 100) -> Path:
+    """A copy-v1 random search: `cells` configurations whose co-occurrence and hardness are
+    drawn uniformly from [0, 1] (continuous: every cell its own values) and whose heads are
+    drawn from `heads`, `seeds` seeds each; its manifest says search random, as a real one."""
+    rng = np.random.default_rng(seed)
+    configs = pd.concat([copy_configs(cooccurrence=(round(float(rng.random()), 6),),
+                                      hardness=(round(float(rng.random()), 6),),
+                                      heads=(int(rng.choice(heads)),), seeds=seeds, steps=steps)
+                         for _ in range(cells)], ignore_index=True)
+    text = RANDOM_SWEEP_FILE.format(name=sweep, cells=cells, seeds=list(range(seeds)),
+                                    heads=list(heads))
+    return _write_sweep(root, sweep, configs, topic=False,
+                        pack_by=["task.cooccurrence", "model.heads"], pack_size=16, seed=seed,
+                        failed=0.0, diverged=0.0,
+                        manifest={"search": "random", "search_draws_cells": True,
+                                  "search_samples_level_set": False, "sweep_file": text})
 
 
 def compact_sweep(folder: str | os.PathLike, row_groups: int | None = None) -> None:

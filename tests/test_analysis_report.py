@@ -29,7 +29,9 @@ class Page(HTMLParser):
         self.sections: dict[str, dict] = {}
         self.images: list[dict] = []
         self.tags: set[str] = set()
-        self._section = self._cell = None
+        self._section = None
+        self._open: list[list] = []  # the tables being read, innermost last
+        self._cells: list[tuple[list, list[str]]] = []  # open cells: (their row, their text)
         self._in_h2 = False
         self.feed(text)
 
@@ -44,23 +46,27 @@ class Page(HTMLParser):
             self.images.append(attrs)
         elif tag == "table" and self._section is not None:
             self._section["tables"].append([])
+            self._open.append(self._section["tables"][-1])  # a table may hold tables
         elif tag == "tr" and self._section is not None:
-            self._section["tables"][-1].append([])
-        elif tag in ("td", "th"):
-            self._cell = []
+            self._open[-1].append([])
+        elif tag in ("td", "th") and self._open:
+            self._cells.append((self._open[-1][-1], []))
 
     def handle_endtag(self, tag):
-        if tag in ("td", "th") and self._cell is not None:
-            self._section["tables"][-1][-1].append("".join(self._cell))
-            self._cell = None
+        if tag in ("td", "th") and self._cells:
+            row, text = self._cells.pop()
+            row.append("".join(text))
+        elif tag == "table" and self._open:
+            self._open.pop()
         elif tag == "h2":
             self._in_h2 = False
         elif tag == "section":
             self._section = None
 
     def handle_data(self, data):
-        if self._cell is not None:
-            self._cell.append(data)
+        if self._cells:
+            for _, text in self._cells:  # a cell's text includes a table inside it
+                text.append(data)
         elif self._in_h2 and self._section is not None:
             self._section["title"] += data
 

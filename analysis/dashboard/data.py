@@ -45,7 +45,6 @@ from sweeper.results.summary import (
 )
 
 from ..axes import (
-    METRIC_LABELS,
     AxisScale,
     axis_label,
     axis_scale,
@@ -316,7 +315,7 @@ class SweepView:
                 **{f"final_{m}": t.get(f"final_{m}") for m in metrics}})
         thresholds = metric_thresholds(DEFAULT_THRESHOLDS)
         return plain({
-            "outcome": outcome, "metrics": [{"name": m, "label": METRIC_LABELS.get(m, m),
+            "outcome": outcome, "metrics": [{"name": m, "label": axis_label(m),
                                              "threshold": thresholds.get(m)} for m in metrics],
             "trials": rows, "curves": curves, "shown": len(drawn), "total": len(order),
             "successes": int((classes == "success").sum()),

@@ -23,6 +23,7 @@ The contract, as each part's module states it:
   count, for every summary, diagram and sampler.
 - **Reading** (`reading`): a root's sweeps, a manifest, what a compacted file replaces, today's
   column names (`current_names`), Arrow to pandas: for the store, the summary and `analysis`.
+- **Words** (`words`): counts in messages, "1 seed", "2 seeds" (`count`).
 - **Whole files** (`files`): a command's local outputs written whole, and the one line a write
   that fails is (`ResultsWriteError`, exit status 1).
 - **Store** (`store`): one interface, one class per backend (`FileStore`: local or pyarrow.fs

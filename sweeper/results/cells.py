@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.results.errors import ResultsInputError
+from sweeper.results.words import count
 
 COUNTED_STATUSES = ("ok", "diverged")
 CELL_COLUMNS = ("n_trials", "n", "successes", "p", "p_low", "p_high", "median_steps",
@@ -165,7 +166,7 @@ def resolution_warning(seeds: int, level: float = 0.5, confidence: float = 0.95,
     needed = max(seeds_to_resolve(level, confidence), min_seeds)
     if seeds >= needed:
         return None
-    return (f"warning: {seeds} seed{'s' * (seeds != 1)} per cell cannot resolve a cell: with "
+    return (f"warning: {count(seeds, 'seed')} per cell cannot resolve a cell: with "
             f"{confidence:.0%} Wilson intervals around p = {level:g} a cell needs at least "
             f"{needed} seeds to be called learned or failed, so every cell will show as "
             f"unreliable or insufficient; use seeds: {needed} or more (in the file, or "

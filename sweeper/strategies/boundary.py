@@ -36,6 +36,7 @@ import pandas as pd
 from sweeper.numbers import check_float, check_int, shown
 from sweeper.results import cell_stats
 from sweeper.results.levelset import MODELS, SharePosterior, face_neighbours, share_posterior
+from sweeper.results.words import count
 from sweeper.spec import TrialResult, TrialSpec
 from sweeper.strategies.base import Context, Pack, Plan, SearchRules, read_trials
 from sweeper.strategies.grid import grid_cells
@@ -245,10 +246,12 @@ class BoundaryStrategy(SearchRules):
                 "trials": plan.budget, "candidates": len(plan.specs), "cells": cells,
                 "stored": stored, "initial_cells": first}
         text = (f"{sweep.name}: boundary search ({outcome} share vs {s.target:g} +- "
-                f"{s.margin:g}, {sweep.search.model} posterior): {cells} candidate cells x "
-                f"{per} seeds = {len(plan.specs)} trials, of which up to {plan.budget} run "
-                f"({s.seeds_per_proposal} seeds per proposal, at most {s.max_seeds} per "
-                f"cell), first the {first} cells of a coarse sub-grid; {stored} stored")
+                f"{s.margin:g}, {sweep.search.model} posterior): "
+                f"{count(cells, 'candidate cell')} x {count(per, 'seed')} = "
+                f"{count(len(plan.specs), 'trial')}, of which up to {plan.budget} run "
+                f"({count(s.seeds_per_proposal, 'seed')} per proposal, at most {s.max_seeds} "
+                f"per cell), first the {count(first, 'cell')} of a coarse sub-grid; "
+                f"{stored} stored")
         return data, text
 
     def __init__(self, sweep: SweepFile, cells: list[dict[str, Any]],
@@ -317,11 +320,11 @@ class BoundaryStrategy(SearchRules):
         successes, counted, used = self.counts()
         out_cells = set(self.out.values())
         packs = []
-        for cell, count in self.search.propose(n, successes, counted, used, out_cells,
-                                               self.budget_left()):
+        for cell, wanted in self.search.propose(n, successes, counted, used, out_cells,
+                                                self.budget_left()):
             free = [s for s in self.units[cell]
                     if s.trial_id not in self.known and s.trial_id not in self.out_ids]
-            pack = free[:count]
+            pack = free[:wanted]
             ids = tuple(s.trial_id for s in pack)
             self.out[ids] = cell
             self.out_ids.update(ids)
@@ -372,11 +375,12 @@ class BoundaryStrategy(SearchRules):
         self.done  # noqa: B018 - sets `stopped` from the state as it is now
         st = self.state()
         s = self.settings
-        where = (f"{st['cells']} cells: {st['above']} above, {st['below']} below, "
+        where = (f"{count(st['cells'], 'cell')}: {st['above']} above, {st['below']} below, "
                  f"{st['undecided']} undecided; {st['sampled']} sampled; {st['trials']} of "
-                 f"{st['budget']} trials")
+                 f"{count(st['budget'], 'trial')}")
         if st["stopped"] == "decided":
-            cap = (f" ({st['undecided_at_cap']} undecided at the cap of {s.max_seeds} seeds)"
+            cap = (f" ({st['undecided_at_cap']} undecided at the cap of "
+                   f"{count(s.max_seeds, 'seed')})"
                    if st["undecided_at_cap"] else "")
             return (f"boundary search: stopped, every reachable cell decided{cap}; "
                     f"{self.outcome} share vs {s.target:g} +- {s.margin:g}: {where}")

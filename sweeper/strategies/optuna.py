@@ -53,6 +53,7 @@ from sweeper.results import COUNTED_STATUSES, counted, outcome_columns
 from sweeper.results.files import NOTHING_WRITTEN, could_not_write
 from sweeper.results.objective import objective_value
 from sweeper.results.store import STORE_KEPT
+from sweeper.results.words import count
 from sweeper.spec import TrialResult
 from sweeper.strategies.base import Context, Pack, Plan, SearchRules, drawn_cells, read_trials
 from sweeper.sweep_fields import Axis, Search, SweepFileError, fail, int_at, suggest_plain
@@ -217,8 +218,9 @@ class OptunaStrategy(SearchRules):
         data = {"sweep": sweep.name, "search": search.type, "trials": budget,
                 "stored": len(plan.stored), "adaptive": True}
         text = (f"{sweep.name}: adaptive search ({search.type}, {search.objective} "
-                f"{search.direction}): up to {search.trials} cells x {len(sweep.seeds)} seeds "
-                f"= {budget} trials; {len(plan.stored)} stored")
+                f"{search.direction}): up to {count(search.trials, 'cell')} x "
+                f"{count(len(sweep.seeds), 'seed')} = {count(budget, 'trial')}; "
+                f"{len(plan.stored)} stored")
         return data, text
 
     def __init__(self, sweep: SweepFile, study: optuna.Study, storage: Any,
