@@ -15,6 +15,7 @@ from sweeper.results import Thresholds, wilson_interval
 
 from .errors import AnalysisInputError
 from .load import Results, load
+from .notebook import plot_phase, plot_trajectories  # noqa: F401 - installs the notebook methods
 from .outcomes import recompute_outcomes, with_outcomes
 from .phase import PhaseDiagram, compute_phase, phase_from_results
 from .query import connect, format_frame, query_frame, sql

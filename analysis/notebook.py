@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from sweeper.results.words import count
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -88,8 +90,8 @@ def results_html(results: Results) -> str:
         facts.append(("status", ", ".join(f"{n} {s}" for s, n in
                                           trials["status"].value_counts().sort_index().items())))
     files = sum(len(s.files["trajectories"]) for s in results.sweeps)
-    facts.append(("trajectories", "read" if results.trajectories_read else f"unread ({files} "
-                  f"file{'s' * (files != 1)})"))
+    facts.append(("trajectories", "read" if results.trajectories_read
+                  else f"unread ({count(files, 'file')})"))
     varying = varying_columns(trials)
     axes = pd.DataFrame({"column": varying,
                          "values": [", ".join(_values(trials[c])) for c in varying]})
@@ -139,3 +141,41 @@ def trajectories_figure(results: Results, metric: str, by: str | None,
     trajectories = results.trajectories
     return plots.seed_lines_figure(results.trials, trajectories, list(cells or [{}]), metric,
                                    by=by)
+
+
+# ---------------------------------------------------------------- the objects' own methods
+
+def plot_trajectories(self: Results, metric: str, by: str | None = None,
+                      cells: Sequence[Mapping[str, object]] | None = None) -> Figure:
+    """`res.plot("attn_acc", by="model.heads")`: the loaded trials' curves of `metric`, one
+    line per trial labelled by its seed, coloured by the values of `by`; one panel per cell of
+    `cells` (dicts of column: value), default one panel of them all."""
+    return trajectories_figure(self, metric, by, cells)
+
+
+def plot_phase(self: PhaseDiagram, title: str | None = None,
+               size: tuple[float, float] | None = None) -> Figure:
+    """`phase.plot()`: the phase diagram as `sweeper phase` draws it (`plots.phase_figure`);
+    `size` in inches (width, height)."""
+    from .plots import phase_figure
+
+    return phase_figure(self, title=title, size=size)
+
+
+def _install() -> None:
+    """Gives `Results` and `PhaseDiagram` their notebook HTML (`_repr_html_`) and `.plot()`.
+
+    The methods are defined here, not in analysis.load and analysis.phase, because drawing
+    (analysis.plots, analysis.report) sits above the data objects and imports them: a method
+    written there would import its own importer. `analysis/__init__` imports this module, so
+    the methods are present wherever `analysis` is imported."""
+    from .load import Results
+    from .phase import PhaseDiagram
+
+    Results._repr_html_ = results_html
+    Results.plot = plot_trajectories
+    PhaseDiagram._repr_html_ = phase_html
+    PhaseDiagram.plot = plot_phase
+
+
+_install()

@@ -102,7 +102,26 @@ def test_the_phase_figure_is_an_inline_figure_with_k_of_n_annotations():
     assert not any(t.get_text() == "1/4" for t in phase_figure(phase, annotate=False).axes[0].texts)
 
 
+def test_a_phase_diagram_shows_as_html_in_a_notebook_and_plots_itself():
+    phase = _odd_phase()
+    assert phase._repr_html_() == phase_html(phase)  # what Jupyter shows for `phase`
+    fig = phase.plot(title="my title", size=(5.0, 4.0))
+    assert isinstance(fig, Figure) and fig._repr_png_().startswith(b"\x89PNG")
+    assert tuple(fig.get_size_inches()) == (5.0, 4.0)
+    assert "my title" in " ".join(t.get_text() for t in fig.texts)
+    assert len(fig.phase_panels) == 1
+
+
 # -- Results -----------------------------------------------------------------------------------
+def test_results_show_as_html_in_a_notebook_and_plot_their_trajectories(store):  # noqa: F811
+    res = analysis.load(store, "copy", where="task.cooccurrence == 0.5 and task.hardness == 0")
+    assert res._repr_html_() == results_html(res)
+    fig = res.plot("attn_acc", by="model.heads")
+    counted = res.trials[res.trials["status"].isin(["ok", "diverged"])]
+    assert len(fig.axes[0].lines) == len(counted) > 0
+    assert fig._repr_png_().startswith(b"\x89PNG")
+
+
 def test_results_html_names_the_sweep_its_counts_and_axes(store):  # noqa: F811
     res = analysis.load(store, "copy")
     text = _text(results_html(res))
