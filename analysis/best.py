@@ -21,8 +21,9 @@ import pyarrow.fs as pafs
 
 from sweeper.results.errors import python_arguments
 
-from .errors import AnalysisInputError
-from .query import _with_context, query_frame
+from .errors import AnalysisInputError, unknown_column
+from .outcomes import derived_columns
+from .query import _swept, _with_context, query_frame
 
 MODES = ("max", "min")
 
@@ -37,8 +38,9 @@ def best_trials(results: str | os.PathLike, sweep: str | Sequence[str] | None = 
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise AnalysisInputError(f"n: got {n!r}; allowed: an integer >= 1")
     column = _with_context(results, sweep, [metric], "trials", filesystem, "--metric")[0][0]
-    frame = query_frame(results, sweep, where=where, columns=[column, "status"],
-                        filesystem=filesystem)
+    frame = query_frame(results, sweep, where=where, filesystem=filesystem)  # sorted, every column
+    if column not in frame.columns:
+        raise unknown_column(column, frame.columns, "--metric")
     values = frame[column]
     if pd.api.types.is_bool_dtype(values) or not (pd.api.types.is_numeric_dtype(values)
                                     or values.isna().all()):
@@ -47,4 +49,7 @@ def best_trials(results: str | os.PathLike, sweep: str | Sequence[str] | None = 
                                  "attention_steps")
     ranked = frame[(frame["status"] == "ok") & values.notna()]
     ranked = ranked.sort_values(column, ascending=mode == "min", kind="stable")
-    return ranked.drop(columns="status").head(n).reset_index(drop=True)
+    derived = set(derived_columns())
+    lead = ["sweep"] if "sweep" in frame.columns and frame["sweep"].nunique() > 1 else []
+    shown = [*lead, *[c for c in _swept(frame) if c not in derived], "seed", "trial_id", column]
+    return ranked[list(dict.fromkeys(shown))].head(n).reset_index(drop=True)

@@ -219,7 +219,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
     with acquire(store, name):  # never while a driver writes the sweep
         before, rows = store.compact(name)
     if args.json:
-        print(f"{name}: {before} trial files merged into 1 ({count(rows, 'trial')})" if before > 1
+        print(json.dumps({"sweep": name, "files_before": before, "files_after": min(before, 1),
+                          "trials": rows, "compacted": before > 1}))
+        return 0
+    print(f"{name}: {before} trial files merged into 1 ({count(rows, 'trial')})" if before > 1
           else f"{name}: nothing to compact ({count(before, 'file')})")
     return 0
 

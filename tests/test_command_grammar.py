@@ -156,9 +156,10 @@ def test_the_dashboard_opens_the_sweep_named_any_way_and_keeps_results_sweep(swe
 def test_short_names_in_query_where_and_columns(sweep):
     results, _ = sweep
     rows = run_json(["query", NAME, "--results", str(results), "--where",
-                     "heads == 2 and cooccurrence > 0", "--columns", "heads,learned"])
+                     "heads == 2 and cooccurrence > 0", "--columns", "heads,cooccurrence,learned"])
     assert len(rows) == 2 and {r["model.heads"] for r in rows} == {2}
-    assert {r["task.cooccurrence"] for r in rows} == {0.5} and "learned" in rows[0]
+    assert {r["task.cooccurrence"] for r in rows} == {0.5}
+    assert list(rows[0]) == ["model.heads", "task.cooccurrence", "learned", "trial_id"]
     rc, _, err = cli(["query", NAME, "--results", str(results), "--where", "id == 'copy-v1'"])
     assert rc == 2 and "where id: ambiguous; allowed: one of model.id, task.id" in err
 
