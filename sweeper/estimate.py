@@ -11,10 +11,14 @@ packs it trains at once (`Parallelism`):
   where the search may stop early).
 - **what a pack costs**, the better source first: stored trials of the same shape (a stored
   trial's `wall_time_s` is its share of its pack's time, pack time / K; the median per step of
-  that shape, scaled by the pending step budget); else a timed probe: short trainings of the
-  largest pending pack (4 and 8 steps, each with the evaluations at start and end, the faster
-  of two tries each) on the threads a pack gets, so that a step's and an evaluation's cost separate
-  (`StepCost`); a pack's time is then its models x (steps x step + evaluations x evaluation).
+  that shape, scaled by the pending step budget); else a timed probe: three short trainings
+  of the largest pending pack on the threads a pack gets (n steps evaluated at start and end;
+  2n steps evaluated at start, middle and end; 2n steps at start and end; the faster of two
+  tries each), which separate a pack's set-up (building models and data), a step and an
+  evaluation (`StepCost`); a pack's time is then its models x (set-up + steps x step +
+  evaluations x evaluation). Two timings cannot separate the set-up from the evaluations: the
+  set-up was counted once per evaluation (41 of them in a 400-step run), and a run of the quick
+  sweep was estimated at twice what it took.
   The probe measures this machine's speed as it is now (a loaded machine gives a slower step).
 - **where they run**: packs go to the executor's slots longest first, each to the least loaded
   slot (as `packing.longest_first` hands them out), and each pack adds the executor's fixed
@@ -56,15 +60,16 @@ LOCAL_PACK_S = 0.3  # per pack in this process: the driver's writes of its resul
 
 @dataclass(frozen=True)
 class StepCost:
-    """One model's cost in a pack: a training step, and an evaluation (with the pack's share
-    of its set-up), in seconds."""
+    """One model's cost in a pack, in seconds: a training step, an evaluation (its probes
+    included), and its share of the pack's set-up (models, optimiser, data)."""
 
     step_s: float
     evaluation_s: float
+    setup_s: float = 0.0
 
     def pack_seconds(self, pack: list[TrialSpec]) -> float:
         train = pack[0].train
-        return len(pack) * (self.step_s * train["steps"]
+        return len(pack) * (self.setup_s + self.step_s * train["steps"]
                             + self.evaluation_s * evaluations(train))
 
 
@@ -184,7 +189,8 @@ def estimate_run(plan: Plan, stored_table, how: Parallelism, pack_size: int | No
         if cost is None:
             cost = measure_step_cost(max(packs, key=len), how.threads)
             basis = (f"a timed probe: {PROBE_STEPS} and {2 * PROBE_STEPS} steps of "
-                     f"{min(PROBE_MODELS, max(map(len, packs)))} models")
+                     f"{min(PROBE_MODELS, max(map(len, packs)))} models, evaluated 2 and 3 "
+                     "times")
         else:
             basis = f"a given cost ({cost.step_s:g} s a step, {cost.evaluation_s:g} s an " \
                     "evaluation)"
@@ -238,19 +244,26 @@ def measure_step_cost(pack: list[TrialSpec], threads: float) -> StepCost:
     probe = pack[:PROBE_MODELS]
     pin_threads(threads)  # the threads a pack trains on
 
-    def timed(steps: int) -> float:
-        specs = [replace(s, train={**s.train, "steps": steps, "eval_every": steps})
-                 for s in probe]
-        start = time.perf_counter()
-        train_pack(specs)
-        return time.perf_counter() - start
+    def timed(steps: int, eval_every: int) -> float:
+        """The faster of two trainings (probes at every evaluation: the costlier case)."""
+        specs = [replace(s, train={**s.train, "steps": steps, "eval_every": eval_every,
+                                   "probe_every": None}) for s in probe]
+        times = []
+        for _ in range(2):
+            start = time.perf_counter()
+            train_pack(specs)
+            times.append(time.perf_counter() - start)
+        return min(times)
 
-    timed(1)  # warm-up: imports, allocator, TorchScript (its time is not used)
-    short = min(timed(PROBE_STEPS) for _ in range(2))
-    long = min(timed(2 * PROBE_STEPS) for _ in range(2))
-    step = max(0.0, (long - short) / PROBE_STEPS) / len(probe)
-    evaluation = max(0.0, short - step * len(probe) * PROBE_STEPS) / 2 / len(probe)
-    return StepCost(step, evaluation)
+    n = PROBE_STEPS
+    timed(1, 1)  # warm-up: imports, allocator (its time is not used)
+    short = timed(n, n)  # set-up + n steps + 2 evaluations
+    middle = timed(2 * n, n)  # set-up + 2n steps + 3 evaluations
+    long = timed(2 * n, 2 * n)  # set-up + 2n steps + 2 evaluations
+    evaluation = max(0.0, middle - long)
+    step = max(0.0, long - short) / n
+    setup = max(0.0, short - n * step - 2 * evaluation)
+    return StepCost(step / len(probe), evaluation / len(probe), setup / len(probe))
 
 
 def makespan(times: list[float], workers: int) -> float:

@@ -7,6 +7,7 @@ No assertion here depends on this machine's speed: the per-step cost and the loa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -150,3 +151,29 @@ def test_run_json_carries_estimated_and_taken_seconds(tmp_path, fixed_cost):
     data = json.loads(out)
     assert data["taken_s"] > 0 and data["estimate"]["seconds"] > 0
     assert data["estimate"]["executor"] == "local" and data["estimate"]["parallel"] == 1
+
+
+def test_the_probe_separates_a_packs_set_up_from_its_steps_and_evaluations(monkeypatch):
+    """Three timings (n steps evaluated twice, 2n steps evaluated three times and twice) give
+    the set-up, a step and an evaluation apart; with two, the set-up was counted once per
+    evaluation, and a 400-step run evaluated 41 times was estimated at about twice its time.
+    The trainings here are a clock that charges a known cost, so the arithmetic is exact."""
+    import sweeper.train
+
+    setup, step, evaluation = 0.4, 0.02, 0.05  # per model
+    clock = [0.0]
+
+    def fake_training(specs):
+        train = specs[0].train
+        clock[0] += len(specs) * (setup + step * train["steps"]
+                                  + evaluation * est.evaluations(train))
+
+    monkeypatch.setattr(sweeper.train, "train_pack", fake_training)
+    monkeypatch.setattr(est.time, "perf_counter", lambda: clock[0])
+    pack = make_plan(_sweep(), set()).specs[:3]
+    cost = est.measure_step_cost(pack, threads=1)
+    assert (cost.setup_s, cost.step_s, cost.evaluation_s) == pytest.approx(
+        (setup, step, evaluation))
+    train = {**pack[0].train, "steps": 400, "eval_every": 10}
+    long_run = [dataclasses.replace(s, train=train) for s in pack]
+    assert cost.pack_seconds(long_run) == pytest.approx(3 * (setup + 400 * step + 41 * evaluation))
