@@ -234,6 +234,60 @@ def test_the_api_serves_state_phase_cell_failed_and_search(server, root):
     assert search["objective"] == "attention_learned" and search["cells"]
 
 
+def test_the_trials_api_lists_every_trial_with_query_columns_sorts_and_filters(server, root):
+    from analysis.query import DEFAULT, query_frame
+
+    every = query_frame(root, "copy", columns=DEFAULT)
+    table = api(server, "trials", sweep="copy")
+    assert table["columns"] == list(every.columns)  # what `sweeper query` prints
+    assert "model.heads" in table["columns"] and "final_accuracy" in table["columns"]
+    assert len(table["rows"]) == table["total"] == len(load(root, "copy").trials) == 144
+    at = table["columns"].index("trial_id")
+    assert [r[at] for r in table["rows"]] == every["trial_id"].tolist()
+
+    by_loss = api(server, "trials", sweep="copy", sort="final_loss", order="desc")
+    loss = [r[by_loss["columns"].index("final_loss")] for r in by_loss["rows"]]
+    known = [v for v in loss if v is not None]
+    assert known == sorted(known, reverse=True) and loss[:len(known)] == known  # nulls last
+    assert [r[at] for r in by_loss["rows"]] == every.sort_values(
+        "final_loss", ascending=False, kind="stable", na_position="last")["trial_id"].tolist()
+
+    where = "model.heads == 2 and seed < 2 and status == 'ok'"
+    chosen = api(server, "trials", sweep="copy", where=where)
+    expected = query_frame(root, "copy", where=where, columns=DEFAULT)
+    assert 0 < len(chosen["rows"]) == len(expected) < 144 and chosen["total"] == 144
+    assert [r[at] for r in chosen["rows"]] == expected["trial_id"].tolist()
+    assert {r[chosen["columns"].index("model.heads")] for r in chosen["rows"]} == {2}
+
+
+@pytest.mark.parametrize(("args", "start"), [
+    ({"where": "model.heads =="}, "malformed where 'model.heads ==' at position 14"),
+    ({"where": "nope == 1"}, "unknown column 'nope' in where"),
+    ({"sort": "nope"}, "sort: got 'nope'; allowed: task.cooccurrence"),
+    ({"sort": "seed", "order": "up"}, "order: got 'up'; allowed: asc, desc"),
+])
+def test_the_trials_api_refuses_a_bad_filter_or_sort_in_one_line(server, args, start):
+    from urllib.parse import urlencode
+
+    status, _, body = get(f"{server}/api/trials?{urlencode({'sweep': 'copy', **args})}")
+    assert status == 400
+    error = json.loads(body)["error"]
+    assert error.startswith(start) and "\n" not in error and "Traceback" not in error
+
+
+def test_the_curves_api_draws_the_trials_named_with_their_seeds(server, root):
+    trials = load(root, "copy").trials
+    ok = trials[trials["status"] == "ok"].sort_values("trial_id").head(3)
+    data = api(server, "curves", sweep="copy", trials=",".join(ok["trial_id"]))
+    assert sorted(data["curves"]) == sorted(ok["trial_id"])
+    assert [m["name"] for m in data["metrics"]] == ["accuracy", "attn_acc"]
+    for tid, seed, heads in zip(ok["trial_id"], ok["seed"], ok["model.heads"], strict=True):
+        assert data["trials"][tid]["seed"] == seed and data["trials"][tid]["model.heads"] == heads
+        assert len(data["curves"][tid]["step"]) == len(data["curves"][tid]["accuracy"]) > 1
+    status, _, body = get(f"{server}/api/curves?sweep=copy&trials=nope")
+    assert status == 400 and json.loads(body)["error"].startswith("trials: no trial 'nope'")
+
+
 def test_the_server_refuses_foreign_hosts_and_serves_its_own_assets(server):
     status, _, body = get(f"{server}/api/sweeps", {"Host": "attacker.example:80"})
     assert status == 403

@@ -221,3 +221,158 @@ def test_a_sweep_that_lands_after_the_page_opened_is_shown_and_every_count_is_le
         assert page_value(page, "document.getElementById('phase').dataset.recovery") == "1"
         assert "recovery: p(H = 2) − p(H = 1)" in texts
         assert messages == []
+
+
+def _address(page) -> str:
+    """The page's address as the page set it (history.replaceState; page.url lags)."""
+    return page_value(page, "location.href")
+
+
+def _rows(page) -> list[str]:
+    """The trials table's rows as drawn (their trial ids, in order)."""
+    return page_value(page, "[...document.querySelectorAll('#trials tbody tr')]"
+                            ".map((r) => r.dataset.trial)")
+
+
+@pytest.mark.slow
+def test_the_trials_table_sorts_filters_overlays_selected_rows_and_links_restore_the_view(
+        browser, tmp_path):
+    """A 3 x 3 x 2 grid (heads 1 and 2, 4 seeds): the table holds every trial with `sweeper
+    query`'s columns; a header click sorts it, a where expression and a clicked value filter it
+    (a bad expression: the server's one line in the page); a phase-map cell clicked and rows
+    ticked in the table overlay their curves, named by seed and coloured by heads; the page's
+    address then opens the same view in a new page. With $SWEEPER_DASHBOARD_SCREENSHOTS set,
+    the first view and the overlay are saved there (docs/figures/dashboard_*.png)."""
+    try:
+        import synthetic_stores as synthetic
+        from analysis_fixtures import serving_dashboard
+    except ImportError:
+        from tests import synthetic_stores as synthetic
+        from tests.analysis_fixtures import serving_dashboard
+    from analysis import load
+    from analysis.query import DEFAULT, query_frame
+
+    results = tmp_path / "results"
+    synthetic.write_copy_sweep(results, "grid", cooccurrence=(0.0, 0.25, 0.5),
+                               hardness=(0.0, 0.5, 1.0), heads=(1, 2), seeds=4, seed=3)
+    every = query_frame(results, "grid", columns=DEFAULT)
+    trials = load(results, "grid").trials.set_index("trial_id")
+    shots = os.environ.get("SWEEPER_DASHBOARD_SCREENSHOTS")
+    with serving_dashboard(results, "grid") as url:
+        page, messages = _open(browser, url + "/?sweep=grid")
+        wait_until(lambda: page_value(
+            page, "document.getElementById('trials-section').dataset.rows") == "72", 60,
+            "every trial in the table")
+        columns = page_value(page, "[...document.querySelectorAll('#trials th[data-column]')]"
+                                   ".map((t) => t.dataset.column)")
+        assert columns == list(every.columns)
+        assert _rows(page) == every["trial_id"].tolist()
+        if shots:
+            page.screenshot(path=str(Path(shots) / "dashboard_first_view.png"))
+
+        # the view the link will restore: another outcome, fewer seeds per cell
+        page.select_option("#outcome", "learned")
+        page.fill("#min-seeds", "2")
+        page.press("#min-seeds", "Tab")  # a change event
+        wait_until(lambda: "outcome=learned" in _address(page) and "min_seeds=2" in _address(page),
+                   30,
+                   "the outcome and min seeds in the address")
+
+        # sort: a header click sorts ascending, a second descending (nulls last)
+        for expected in ("asc", "desc"):
+            page.click("#trials th[data-column='final_loss']")
+            order = every.sort_values("final_loss", ascending=expected == "asc",
+                                      kind="stable", na_position="last")["trial_id"].tolist()
+            wait_until(lambda o=order: _rows(page) == o, 30, f"the table sorted {expected}")
+        assert "sort=final_loss" in _address(page) and "order=desc" in _address(page)
+
+        # filter: a where expression, then a clicked value narrows it
+        where = "task.cooccurrence == 0.5 and seed < 3"
+        page.fill("#where", where)
+        page.press("#where", "Enter")
+        chosen = query_frame(results, "grid", where=where, columns=DEFAULT)
+        wait_until(lambda: sorted(_rows(page)) == sorted(chosen["trial_id"]), 30,
+                   "the rows the where expression selects")
+        heads = int(trials.loc[_rows(page)[0], "model.heads"])
+        column = list(every.columns).index("model.heads") + 2  # nth-child, after the tick box
+        page.click(f"#trials tbody tr:first-child td:nth-child({column})")
+        narrowed = chosen[chosen["model.heads"] == heads]["trial_id"]
+        wait_until(lambda: sorted(_rows(page)) == sorted(narrowed), 30,
+                   "the rows of the clicked value")
+        assert page_value(page, "document.getElementById('where').value") == \
+            f"({where}) and model.heads == {heads}"
+
+        # a bad expression: the server's one line, in the page; the table stays
+        shown = _rows(page)
+        page.fill("#where", "model.heads ==")
+        page.press("#where", "Enter")
+        error = wait_until(lambda: page_value(
+            page, "document.getElementById('where-error').hidden ? '' : "
+                  "document.getElementById('where-error').textContent"), 30, "the error line")
+        assert error.startswith("malformed where 'model.heads ==' at position 14")
+        assert "\n" not in error and _rows(page) == shown
+        assert [m for m in messages if "status of 400" not in m] == []
+        messages.clear()
+
+        # select two cells' rows: one by a click on the phase map (heads 1), the other by
+        # ticking its rows in the table (heads 2)
+        page.evaluate("window.scrollTo(0, 0)")
+        cell = page_value(page, """window.sweeperDashboard.phase.cells.find((c) => c.n_trials
+            && c.conditions.some((k) => k.column === 'model.heads' && k.value === 1))""")
+        point = page_value(page, f"window.sweeperDashboard.cellCenter({cell['index']})")
+        page.mouse.click(point["x"], point["y"])
+        wait_until(lambda: page_value(
+            page, "document.getElementById('cell-section').dataset.cell") == str(cell["index"]),
+            30, "the clicked cell's seeds")
+        other = "model.heads == 2 and task.cooccurrence == 0.5 and task.hardness == 0"
+        page.fill("#where", other)
+        page.press("#where", "Enter")
+        ticked = query_frame(results, "grid", where=other, columns=DEFAULT)["trial_id"]
+        wait_until(lambda: sorted(_rows(page)) == sorted(ticked), 30, "the second cell's rows")
+        for tid in ticked:
+            page.check(f"#trials tbody tr[data-trial='{tid}'] input")
+        conditions = {c["column"]: c["value"] for c in cell["conditions"]}
+        first = trials[(trials["model.heads"] == 1)
+                       & (trials["task.cooccurrence"] == conditions["task.cooccurrence"])
+                       & (trials["task.hardness"] == conditions["task.hardness"])]
+        selected = [*first.index, *ticked]
+        assert len(selected) == 8
+        expected = sorted(f"seed {trials.loc[t, 'seed']} · model.heads "
+                          f"{trials.loc[t, 'model.heads']}" for t in selected)
+        wait_until(lambda: page_value(
+            page, "document.getElementById('overlay').dataset.curves") == "8", 30,
+            "the overlay of both cells' trials")
+        traces = page_value(page, "document.getElementById('overlay').data.map((t) => "
+                                  "({name: t.name, legend: t.showlegend, colour: t.line.color}))")
+        assert len(traces) == 2 * 8  # token accuracy and attention accuracy, shared axes
+        assert sorted(t["name"] for t in traces if t["legend"]) == expected
+        colours = {t["name"].rsplit(" ", 1)[1]: t["colour"] for t in traces}
+        assert len(colours) == 2 and colours["1"] != colours["2"]
+        legend = page_value(page, "[...document.querySelectorAll('#overlay .legendtext')]"
+                                  ".map((t) => t.textContent)")
+        assert sorted(legend) == expected  # the seed names on the page, not only on hover
+        if shots:
+            page.locator("#trials-section").screenshot(
+                path=str(Path(shots) / "dashboard_table_overlay.png"))
+
+        # the address restores the view: axes, outcome, cell, filter, sort, selection
+        link = _address(page)
+        assert "cell=" in link and "where=" in link and "rows=" in link
+        restored, messages2 = _open(browser, link)
+        wait_until(lambda: page_value(
+            restored, "document.getElementById('overlay').dataset.curves") == "8", 60,
+            "the linked view's overlay")
+        wait_until(lambda: page_value(
+            restored, "document.getElementById('cell-section').dataset.cell")
+            == str(cell["index"]), 30, "the linked cell")
+        for control in ("x", "y", "facet", "outcome", "min-seeds", "where"):
+            assert page_value(restored, f"document.getElementById('{control}').value") == \
+                page_value(page, f"document.getElementById('{control}').value"), control
+        assert page_value(restored, "document.getElementById('outcome').value") == "learned"
+        assert _rows(restored) == _rows(page)
+        assert page_value(restored, "document.getElementById('phase-title').textContent") == \
+            page_value(page, "document.getElementById('phase-title').textContent")
+        assert sorted(page_value(restored, "document.getElementById('overlay').data.filter("
+                                           "(t) => t.showlegend).map((t) => t.name)")) == expected
+        assert _address(restored) == link
+        assert messages == [] and messages2 == []

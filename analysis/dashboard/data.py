@@ -6,6 +6,8 @@
 - The trials table is cached in memory and grown file by file as packs land (files are
   immutable), for a cell's trials, failed trials and the objective of a search.
 - A cell's curves read only the trajectories files of its trials' packs, filtered by trial id.
+- The trials table the page lists is `sweeper query`'s (`query_frame`, its default columns and
+  where language), read again only when a pack landed or the filter or sort changed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
+from sweeper.numbers import shown
 from sweeper.results import DEFAULT_THRESHOLDS, SUCCESS_OUTCOMES
 from sweeper.results.conformance import Footer, read_as
 from sweeper.results.layout import COMPACT_PREFIX, part_name
@@ -97,6 +100,7 @@ class SweepView:
         self._warming: threading.Thread | None = None
         self.trials_lock = threading.Lock()
         self._manifest_at = 0.0
+        self._table: tuple[tuple, dict] | None = None  # the last trials table asked for
 
     # ---------------------------------------------------------------- keeping up
     def committed(self) -> list[str]:
@@ -388,6 +392,57 @@ class SweepView:
                   for tid, g in frame.groupby("trial_id", sort=False)}
         return {tid: curves[source.get(tid, tid)] for tid in asked
                 if source.get(tid, tid) in curves}
+
+    def table(self, where: str | None = None, sort: str | None = None,
+              descending: bool = False) -> dict:
+        """Every trial (or those `where` selects, `sweeper query`'s filter language) with the
+        columns `sweeper query` prints by default (`query_frame(columns=DEFAULT)`), sorted by
+        the swept columns and seed, or by `sort`."""
+        from ..query import DEFAULT, query_frame
+
+        self.refresh()
+        if not self.names:
+            return {"columns": [], "rows": [], "total": 0, "revision": self.revision}
+        key = (self.revision, where, sort, descending)
+        if self._table is not None and self._table[0] == key:  # the page asks again per pack
+            return self._table[1]
+        frame = query_frame(self.root, self.name, where=where or None, columns=DEFAULT,
+                            filesystem=self.fs)
+        if sort is not None:
+            if sort not in frame.columns:
+                raise AnalysisInputError(f"sort: got {shown(sort)}; allowed: "
+                                         f"{', '.join(frame.columns)}")
+            frame = frame.sort_values(sort, ascending=not descending, kind="stable",
+                                      na_position="last", ignore_index=True)
+        table = plain({"columns": list(frame.columns), "total": self.summary_trials(),
+                       "rows": frame.to_numpy(dtype=object).tolist(),
+                       "revision": self.revision})
+        self._table = (key, table)
+        return table
+
+    def summary_trials(self) -> int:
+        cells = self.summary.cells if self.summary is not None else pd.DataFrame()
+        return int(cells["n_trials"].sum()) if "n_trials" in cells.columns else 0
+
+    def curves(self, trial_ids: Sequence[str], metrics: Sequence[str] | None = None) -> dict:
+        """The curves of the trials named (for the overlay of the table's selected rows)."""
+        trials = self.trials()
+        known = set(trials["trial_id"])
+        unknown = [t for t in trial_ids if t not in known]
+        if unknown:
+            raise AnalysisInputError(f"trials: no trial {shown(unknown[0])} in sweep "
+                                     f"{self.name}; allowed: trial ids of its trials table")
+        chosen = trials[trials["trial_id"].isin(set(trial_ids))]
+        metrics = list(metrics or self.seed_metrics())
+        outcome = self.outcome()
+        shown_columns = [c for c in ("seed", "status", outcome, *(a["column"] for a in
+                                                                  self.axes()))
+                         if c in chosen.columns]
+        return plain({"metrics": [{"name": m, "label": axis_label(m)} for m in metrics],
+                      "columns": shown_columns,
+                      "trials": {t["trial_id"]: {c: t[c] for c in shown_columns}
+                                 for _, t in chosen.iterrows()},
+                      "curves": self._curves(chosen, metrics)})
 
     def failed(self, limit: int = 500) -> dict:
         trials = self.trials()

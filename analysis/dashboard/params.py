@@ -23,7 +23,10 @@ ROUTES: dict[str, tuple[str, ...]] = {
     "/api/failed": ("sweep",),
     "/api/search": ("sweep",),
     "/api/metrics": ("sweep",),
+    "/api/trials": ("sweep", "where", "sort", "order"),
+    "/api/curves": ("sweep", "trials", "metrics"),
 }
+MAX_TRIAL_IDS = 500  # the curves of a selection: MAX_CURVES of data.py is drawn per cell
 MAX_MIN_SEEDS = 100_000
 MAX_CELL_CHARS = 100_000  # a cell's conditions as JSON: a few hundred characters in practice
 MAX_CONDITIONS = 64
@@ -60,6 +63,22 @@ class Params:
         if text is None:
             return default
         return check_int(read_number(text), name, low, high, error=AnalysisInputError)
+
+    def choice(self, name: str, allowed: tuple[str, ...]) -> str:
+        """One of `allowed` (the first when not given)."""
+        value = self.text(name) or allowed[0]
+        if value not in allowed:
+            raise AnalysisInputError(f"{name}: got {shown(value)}; allowed: {', '.join(allowed)}")
+        return value
+
+    def names(self, name: str, limit: int) -> list[str]:
+        """A comma-separated list of names (trial ids), at most `limit`, each once."""
+        values = list(dict.fromkeys(v for v in (self.text(name) or "").split(",") if v))
+        if not values:
+            raise AnalysisInputError(f"{name}: required; allowed: comma-separated trial ids")
+        if len(values) > limit:
+            raise AnalysisInputError(f"{name}: {len(values)} given; allowed: up to {limit}")
+        return values
 
     def conditions(self, name: str) -> list[dict[str, Any]]:
         """A cell's conditions: a JSON list of {column, value} or {column, lo, hi}, each number

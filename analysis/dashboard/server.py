@@ -32,7 +32,7 @@ from sweeper.results.errors import ResultsInputError, one_line
 
 from ..errors import AnalysisInputError
 from .data import SweepView
-from .params import MAX_MIN_SEEDS, Params
+from .params import MAX_MIN_SEEDS, MAX_TRIAL_IDS, Params
 
 STATIC = Path(__file__).with_name("static")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -234,6 +234,14 @@ class Handler(BaseHTTPRequestHandler):
             self._json(d.view(arg("sweep")).failed())
         elif path == "/api/search":
             self._json(d.view(arg("sweep")).search())
+        elif path == "/api/trials":
+            view = d.view(arg("sweep"))
+            self._json(view.table(arg("where"), arg("sort") or None,
+                                  params.choice("order", ("asc", "desc")) == "desc"))
+        elif path == "/api/curves":
+            view = d.view(arg("sweep"))
+            self._json(view.curves(params.names("trials", MAX_TRIAL_IDS),
+                                   _metrics(view, arg("metrics"))))
         elif path == "/api/metrics":
             view = d.view(arg("sweep"))
             self._json({"metrics": view.metrics(), "default": view.seed_metrics()})

@@ -7,7 +7,15 @@ const COLORS = {success: "#1a9850", failure: "#d73027", diverged: "#7b3294", oth
 const WORDS = {success: "succeeded", failure: "did not", diverged: "diverged", other: "failed/stopped"};
 const POLL_MS = 1500;
 const app = {sweep: params.get("sweep"), state: null, revision: null, phase: null,
-             cell: null, failedTotal: -1, searchRevision: null, axesKey: null, timer: null};
+             cell: null, failedTotal: -1, searchRevision: null, axesKey: null, timer: null,
+             // the view a link restores (syncUrl writes it back as it changes)
+             chosen: params.get("x") ? {x: params.get("x"), y: params.get("y"),
+                                         facet: params.get("facet") || "none"} : null,
+             outcome: params.get("outcome"), pendingCell: params.get("cell"),
+             where: params.get("where") || "", sort: params.get("sort"),
+             order: params.get("order") === "desc" ? "desc" : "asc", colour: params.get("colour"),
+             selected: (params.get("rows") || "").split(",").filter(Boolean), table: null,
+             tableKey: null};
 window.sweeperDashboard = app;
 
 async function api(path, args) {
@@ -70,7 +78,7 @@ async function start() {
     const select = $("sweep");
     select.addEventListener("change", () => {
       app.sweep = select.value; app.revision = null; app.axesKey = null; app.cell = null;
-      app.chosen = null;
+      app.chosen = null; app.selected = []; app.where = ""; app.sort = null; app.tableKey = null;
       app.failedTotal = -1; $("cell-section").hidden = true; poll();
     });
     for (const id of ["x", "y", "facet", "outcome", "min-seeds"]) {
@@ -79,6 +87,13 @@ async function start() {
         app.revision = null; poll();
       });
     }
+    if (params.get("min_seeds")) $("min-seeds").value = params.get("min_seeds");
+    $("where").value = app.where;
+    $("where").addEventListener("keydown", (event) => {
+      if (event.key === "Enter") { app.where = $("where").value.trim(); drawTable(); }
+    });
+    $("colour").addEventListener("change", () => { app.colour = $("colour").value; drawOverlay(); });
+    $("clear-selection").addEventListener("click", () => { app.selected = []; drawTable(); });
     await loadSweeps(early.sweeps);
   } catch (error) {
     setStatus(`error: ${error.message}`);
@@ -106,7 +121,13 @@ async function poll() {
       await drawPhase();
       app.revision = state.revision;
       document.body.dataset.revision = String(state.revision);
-      if (app.cell) await openCell(app.cell.index, true);
+      if (app.pendingCell) {  // a link's cell: found by its conditions once the map is drawn
+        const wanted = app.pendingCell;
+        app.pendingCell = null;
+        const cell = app.phase && app.phase.cells.find((c) => JSON.stringify(c.conditions) === wanted);
+        if (cell) await openCell(cell.index, false, false);
+      } else if (app.cell) await openCell(app.cell.index, true);
+      await drawTable();
       if (state.search.drawn) await drawSearch(); else $("search-section").hidden = true;
     }
     if (state.counts.failed !== app.failedTotal) {
@@ -148,8 +169,9 @@ function fillControls(state) {
   $("y").value = y;
   const facet = chosen.facet && (chosen.facet === "none" || has(chosen.facet)) ? chosen.facet : d.facet || "none";
   $("facet").value = facet === x || facet === y ? "none" : facet;
-  $("outcome").value = [...$("outcome").options].some((o) => o.value === previous.outcome)
-    ? previous.outcome : state.outcome;
+  const offered = (o) => [...$("outcome").options].some((option) => option.value === o);
+  $("outcome").value = offered(previous.outcome) ? previous.outcome
+    : offered(app.outcome) ? app.outcome : state.outcome;
 }
 
 // ------------------------------------------------------------------ progress
@@ -332,6 +354,7 @@ async function drawPhase() {
       if (index !== undefined && index !== null && index >= 0) openCell(index, false);
     });
   }
+  syncUrl();
   const sampled = data.cells.filter((c) => c.n_trials > 0);
   div.dataset.cells = String(sampled.length);
   if (!app.firstView) app.firstView = performance.now();
@@ -357,7 +380,9 @@ app.cellCenter = function (index) {
 };
 
 // ------------------------------------------------------------------ a cell's seeds
-async function openCell(index, refresh) {
+// A click on a cell shows its seeds and adds its trials to the overlay (`select`: false when
+// the map is redrawn, or a link restores the cell with its own selection).
+async function openCell(index, refresh, select = !refresh) {
   const cell = app.phase && app.phase.cells.find((c) => c.index === index);
   if (!cell) return;
   app.cell = cell;
@@ -400,6 +425,12 @@ async function openCell(index, refresh) {
   $("cell-section").dataset.curves = String(Object.keys(data.curves).length);
   $("cell-section").dataset.cell = String(index);
   drawTrialsTable(data);
+  if (select) {
+    app.selected = [...new Set([...app.selected, ...data.trials.map((t) => t.trial_id)])];
+    markSelected();
+    await drawOverlay();
+  }
+  syncUrl();
   if (!refresh) $("cell-section").scrollIntoView({block: "start"});
 }
 
@@ -414,6 +445,186 @@ function drawTrialsTable(data) {
     ...configCols.map((c) => el("td", {}, fmt(t.config[c]))),
     el("td", {class: "error"}, t.error ? t.error.trim().split("\n").slice(-1)[0] : "")));
   $("cell-trials").replaceChildren(el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows)));
+}
+
+// ------------------------------------------------------------------ the trials table
+// Every trial with `sweeper query`'s default columns, filtered by its where language and
+// sorted server-side; a bad expression is shown as the server's one line.
+async function drawTable() {
+  if (!app.sweep || !app.state || !app.state.stored) return;
+  const args = {sweep: app.sweep};
+  if (app.where) args.where = app.where;
+  if (app.sort) { args.sort = app.sort; args.order = app.order; }
+  $("where").value = app.where;
+  let data;
+  try {
+    data = await api("trials", args);
+  } catch (error) {
+    $("where-error").textContent = error.message;
+    $("where-error").hidden = false;
+    $("trials-section").dataset.error = error.message;
+    syncUrl();
+    return;
+  }
+  $("where-error").hidden = true;
+  delete $("trials-section").dataset.error;
+  app.table = data;
+  const idAt = data.columns.indexOf("trial_id");
+  const head = el("tr", {}, el("th", {}, "✓"), ...data.columns.map((c) => {
+    const arrow = c === app.sort ? (app.order === "desc" ? " ▼" : " ▲") : "";
+    const th = el("th", {class: "sortable", title: "sort"}, c + arrow);
+    th.dataset.column = c;
+    th.addEventListener("click", () => {
+      app.order = app.sort === c && app.order === "asc" ? "desc" : "asc";
+      app.sort = c;
+      drawTable();
+    });
+    return th;
+  }));
+  const LIMIT = 2000;
+  const rows = data.rows.slice(0, LIMIT).map((row) => {
+    const id = row[idAt];
+    const box = el("input", {type: "checkbox"});
+    box.checked = app.selected.includes(id);
+    box.addEventListener("change", () => {
+      app.selected = box.checked ? [...app.selected, id] : app.selected.filter((t) => t !== id);
+      markSelected();
+      drawOverlay();
+      syncUrl();
+    });
+    const tr = el("tr", {}, el("td", {}, box), ...row.map((v, i) => {
+      const td = el("td", {class: "value", title: "keep only this value"}, fmt(v));
+      td.addEventListener("click", () => filterBy(data.columns[i], v));
+      return td;
+    }));
+    tr.dataset.trial = id;
+    return tr;
+  });
+  $("trials").replaceChildren(el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows)));
+  const more = data.rows.length > LIMIT ? ` (the first ${LIMIT} shown)` : "";
+  $("trials-count").textContent = app.where ? `(${data.rows.length} of ${data.total} where ${app.where})${more}`
+    : `(${data.rows.length})${more}`;
+  $("trials-section").dataset.rows = String(data.rows.length);
+  markSelected();
+  fillColour();
+  syncUrl();
+  await drawOverlay();
+}
+
+// A value clicked: the where expression keeps only the trials with it (and what it kept).
+function filterBy(column, value) {
+  const name = /^[A-Za-z_][A-Za-z0-9_.]*$/.test(column) ? column : `\`${column}\``;
+  const term = value === null || value === undefined ? `${name} is null`
+    : typeof value === "string" ? `${name} == '${value.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`
+    : `${name} == ${value}`;
+  app.where = app.where ? `(${app.where}) and ${term}` : term;
+  drawTable();
+}
+
+function markSelected() {
+  for (const tr of document.querySelectorAll("#trials tbody tr")) {
+    const on = app.selected.includes(tr.dataset.trial);
+    tr.classList.toggle("selected", on);
+    tr.querySelector("input").checked = on;
+  }
+  $("clear-selection").disabled = !app.selected.length;
+}
+
+function fillColour() {
+  const columns = app.table ? app.table.columns.filter((c) => c !== "trial_id" && !c.startsWith("final_")) : [];
+  const key = columns.join(",");
+  if ($("colour").dataset.key === key) return;
+  $("colour").dataset.key = key;
+  $("colour").replaceChildren(...columns.map((c) => el("option", {value: c}, c)));
+  const fallback = columns.find((c) => c === "model.heads") || columns.find((c) => c.startsWith("model."))
+    || columns[0];
+  app.colour = columns.includes(app.colour) ? app.colour : fallback;
+  if (app.colour) $("colour").value = app.colour;
+}
+
+const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b",
+                 "#e377c2", "#7f7f7f", "#bcbd22"];
+
+// The selected trials' curves on shared axes (one panel per metric), coloured by the chosen
+// column's value, each line named by its seed (and that value) in the legend.
+async function drawOverlay() {
+  const div = $("overlay");
+  if (!app.selected.length) {
+    div.hidden = true;
+    div.dataset.traces = "0";
+    if (window.Plotly) Plotly.purge(div);
+    return;
+  }
+  const args = {sweep: app.sweep, trials: app.selected.join(",")};
+  if (params.get("metrics")) args.metrics = params.get("metrics");
+  const data = await api("curves", args);
+  const colour = app.colour;
+  const info = (tid) => data.trials[tid] || {};
+  const rowOf = {};
+  if (app.table) {
+    const at = app.table.columns.indexOf("trial_id");
+    for (const row of app.table.rows) rowOf[row[at]] = row;
+  }
+  const valueOf = (tid) => {
+    if (colour in info(tid)) return info(tid)[colour];
+    const row = rowOf[tid];
+    return row && app.table ? row[app.table.columns.indexOf(colour)] : null;
+  };
+  const ids = app.selected.filter((tid) => data.curves[tid]);
+  const values = [...new Set(ids.map((tid) => fmt(valueOf(tid))))].sort((a, b) =>
+    (Number.isNaN(+a) || Number.isNaN(+b) ? a.localeCompare(b) : +a - +b));
+  const colourOf = (tid) => PALETTE[values.indexOf(fmt(valueOf(tid))) % PALETTE.length];
+  const m = data.metrics.length, gap = 0.08, width = (1 - gap * (m - 1)) / m;
+  const traces = [];
+  const layout = {margin: {l: 60, r: 20, t: 30, b: 50}, height: 360, annotations: [],
+                  legend: {title: {text: `seed (colour: ${colour})`}}};
+  data.metrics.forEach((metric, k) => {
+    const xa = k === 0 ? "x" : `x${k + 1}`, ya = k === 0 ? "y" : `y${k + 1}`;
+    for (const tid of ids) {
+      const curve = data.curves[tid];
+      traces.push({type: "scatter", mode: "lines", x: curve.step, y: curve[metric.name], xaxis: xa, yaxis: ya,
+                   line: {color: colourOf(tid), width: 1.4}, opacity: 0.85,
+                   name: `seed ${fmt(info(tid).seed)} · ${colour} ${fmt(valueOf(tid))}`,
+                   legendgroup: tid, showlegend: k === 0,
+                   hovertemplate: `seed ${fmt(info(tid).seed)}, ${colour} = ${fmt(valueOf(tid))}` +
+                                  `<br>step %{x}: %{y:.3f}<extra>${tid}</extra>`});
+    }
+    const domain = [k * (width + gap), k * (width + gap) + width];
+    layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = {domain, anchor: ya, title: {text: "step"}};
+    const unit = !metric.name.startsWith("loss");
+    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = {anchor: xa, range: unit ? [-0.02, 1.02] : undefined,
+                                                   title: {text: metric.label}};
+    layout.annotations.push({text: metric.label, xref: "paper", yref: "paper", x: domain[0] + width / 2,
+                             y: 1.08, showarrow: false});
+  });
+  div.hidden = false;
+  await Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});
+  div.dataset.traces = String(traces.length);
+  div.dataset.curves = String(ids.length);
+}
+
+// ------------------------------------------------------------------ links that restore the view
+// The address holds the sweep, axes, facet, outcome, min seeds, the open cell, the table's
+// filter, sort, colour and selected rows; it is rewritten (replaceState) as any changes.
+function syncUrl() {
+  const q = new URLSearchParams();
+  const set = (k, v) => { if (v !== null && v !== undefined && v !== "") q.set(k, v); };
+  set("sweep", app.sweep);
+  if (app.phase) {
+    set("x", $("x").value); set("y", $("y").value); set("facet", $("facet").value);
+    set("outcome", $("outcome").value);
+    if ($("min-seeds").value !== "3") set("min_seeds", $("min-seeds").value);
+  }
+  if (app.cell) set("cell", JSON.stringify(app.cell.conditions));
+  else if (app.pendingCell) set("cell", app.pendingCell);
+  set("where", app.where);
+  if (app.sort) { set("sort", app.sort); set("order", app.order); }
+  set("colour", app.colour);
+  if (app.selected.length && app.selected.length <= 50) set("rows", app.selected.join(","));
+  set("metrics", params.get("metrics"));
+  // the token is not written back: the cookie carries it, and a shared link should not
+  const url = `${location.pathname}?${q}`;
+  if (url !== `${location.pathname}${location.search}`) history.replaceState(null, "", url);
 }
 
 // ------------------------------------------------------------------ failed trials
