@@ -115,7 +115,7 @@ def test_every_flag_has_help_text():
     assert not missing, f"flags without help text: {missing}"
 
 
-def test_query_keeps_each_rows_cell_and_sorts_by_axes_then_seed(tmp_path):
+def test_query_prints_exactly_the_columns_named_and_sorts_rows_by_axes_then_seed(tmp_path):
     import io
 
     import pandas as pd
@@ -128,9 +128,14 @@ def test_query_keeps_each_rows_cell_and_sorts_by_axes_then_seed(tmp_path):
                           env=subprocess_env())
     assert proc.returncode == 0, proc.stderr
     frame = pd.read_csv(io.StringIO(proc.stdout))
+    assert list(frame.columns) == ["model.heads", "learned", "steps_to_learn", "trial_id"]
+    proc = subprocess.run([sys.executable, "-m", "analysis", "query", f"{tmp_path}/copy",
+                           "--format", "csv"], capture_output=True, text=True, timeout=120,
+                          cwd=REPO, env=subprocess_env())
+    assert proc.returncode == 0, proc.stderr
+    frame = pd.read_csv(io.StringIO(proc.stdout))  # by default: the swept columns, seed, ...
     axes = ["task.cooccurrence", "task.hardness", "model.heads"]
     assert set(axes) <= set(frame.columns) and "seed" in frame.columns
-    assert list(frame.columns[-2:]) == ["learned", "steps_to_learn"]
     order = [c for c in frame.columns if c.startswith(("task.", "model."))] + ["seed"]
     assert frame.equals(frame.sort_values(order, kind="stable", ignore_index=True))
 
@@ -177,4 +182,4 @@ def test_a_bare_sweep_name_reads_from_the_default_results_folder(tmp_path):
                            "learned", "--limit", "2", "--format", "csv"], capture_output=True,
                           text=True, timeout=120, cwd=tmp_path, env=subprocess_env())
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0].endswith("seed,trial_id,learned")
+    assert proc.stdout.splitlines()[0] == "learned,trial_id"
