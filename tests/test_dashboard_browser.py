@@ -417,6 +417,10 @@ def test_a_grid_sweep_shows_parallel_coordinates_slices_and_importance(browser, 
         learned = next(d for d in dimensions if d["label"] == state["outcome"])["values"]
         assert set(learned) == {0, 1}
         assert page_value(page, "document.getElementById('history').hidden") is True
+        # a slice per swept column, and each column's importance bar
+        assert page_value(page, "document.getElementById('objective').data.length") == len(swept)
+        assert sorted(page_value(page, "document.getElementById('importance').data[0].y")) == \
+            sorted(swept)
         if os.environ.get("SWEEPER_SCREENSHOT_DIR"):  # docs/figures, taken by hand
             page.locator("#parallel").screenshot(path=str(Path(os.environ[
                 "SWEEPER_SCREENSHOT_DIR"]) / "dashboard_parallel_grid.png"))
