@@ -1,6 +1,7 @@
 """What a sweep searched: its search type, objective and axis kinds (read from the sweep file
-its manifest keeps), and the objective of each cell, for random and Optuna sweeps' views
-(the objective against each parameter, parallel coordinates)."""
+its manifest keeps), the objective of each cell and of each trial, and the data of the
+dashboard's search views for every sweep (parallel coordinates, a slice per parameter, the
+optimisation history and parameter importance)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ import numpy as np
 import pandas as pd
 
 from analysis.outcomes import outcome_rules
-from sweeper.results import COUNTED_STATUSES
+from sweeper.results import COUNTED_STATUSES, SUCCESS_OUTCOMES
 from sweeper.results.objective import objective_value
 from sweeper.results.reading import search_facts
+
+MAX_LEVELS = 12  # a numeric parameter with more distinct values is binned in slices
+BINS = 8
 
 
 @dataclass
@@ -77,6 +81,21 @@ def objective_cells(trials: pd.DataFrame, keys: Sequence[str], objective: str) -
     of the objective column as the search counts it (docs/sweep-files.md): a success outcome
     is the success share; a step outcome never reached counts as the step budget."""
     keys = list(keys)
+    number = trial_objective(trials, objective)
+    use = number.notna()
+    work = trials.loc[use, keys].copy()
+    work["objective"] = number[use]
+    if work.empty:
+        return pd.DataFrame(columns=[*keys, "n", "objective"])
+    grouped = work.groupby(keys, dropna=False, sort=True)["objective"]
+    out = pd.DataFrame({"n": grouped.size(), "objective": grouped.mean()}).reset_index()
+    return out[np.isfinite(out["objective"].astype(float))] if len(out) else out
+
+
+def trial_objective(trials: pd.DataFrame, objective: str) -> pd.Series:
+    """Each trial's objective as the search counts it (a success outcome 1 or 0; a step
+    outcome never reached counts as the step budget); NaN for a trial not counted (failed,
+    stopped) or without a value."""
     if objective not in trials.columns:
         raise KeyError(objective)
     status = trials["status"] if "status" in trials.columns else pd.Series("ok", trials.index)
@@ -89,15 +108,96 @@ def objective_cells(trials: pd.DataFrame, keys: Sequence[str], objective: str) -
                                         steps if r else None, rules)
                         for v, steps, r in zip(values, budget, ran)], index=trials.index,
                        dtype=float)
-    known = number.notna()
-    use = status.isin(COUNTED_STATUSES) & known
-    work = trials.loc[use, keys].copy()
-    work["objective"] = number[use]
-    if work.empty:
-        return pd.DataFrame(columns=[*keys, "n", "objective"])
-    grouped = work.groupby(keys, dropna=False, sort=True)["objective"]
-    out = pd.DataFrame({"n": grouped.size(), "objective": grouped.mean()}).reset_index()
-    return out[np.isfinite(out["objective"].astype(float))] if len(out) else out
+    return number.where(status.isin(COUNTED_STATUSES) & np.isfinite(number))
+
+
+def is_yes_no(trials: pd.DataFrame, objective: str) -> bool:
+    """A yes/no outcome (learned or not), drawn as a share; else a number objective."""
+    return objective in SUCCESS_OUTCOMES or (objective in trials.columns and
+                                            pd.api.types.is_bool_dtype(trials[objective]))
+
+
+def trial_lines(trials: pd.DataFrame, keys: Sequence[str], objective: str) -> pd.DataFrame:
+    """One row per counted trial (in the order given): trial_id, the swept columns and
+    `objective` (`trial_objective`): the parallel coordinates' lines."""
+    number = trial_objective(trials, objective)
+    use = number.notna()
+    lines = trials.loc[use, ["trial_id", *keys]].copy()
+    lines["objective"] = number[use].astype(float)
+    return lines.reset_index(drop=True)
+
+
+def _levels(column: pd.Series) -> pd.Series:
+    """A parameter's values as slices and importance group them: the values themselves, or
+    for a numeric parameter with more than MAX_LEVELS distinct values (a drawn search) BINS
+    bins of equal counts, each named by its trials' median value."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    if column.nunique() <= MAX_LEVELS or numbers.isna().any():
+        return column
+    bins = pd.qcut(numbers.astype(float), BINS, duplicates="drop")
+    return numbers.groupby(bins, observed=True).transform("median")
+
+
+def slices(lines: pd.DataFrame, keys: Sequence[str]) -> list[dict]:
+    """Per parameter: each of its values (`_levels`) with n, the counted trials there, and
+    their mean objective (for a yes/no outcome: the share that learned)."""
+    out = []
+    for key in keys:
+        grouped = lines["objective"].groupby(_levels(lines[key]), sort=True)
+        out.append({"column": key, "values": list(grouped.size().index),
+                    "n": grouped.size().tolist(), "mean": grouped.mean().tolist()})
+    return out
+
+
+def spread_importance(lines: pd.DataFrame, keys: Sequence[str]) -> dict[str, float]:
+    """Each parameter's importance, most important first: the variance (population) of the
+    mean objective across its values (`_levels`), so a parameter whose values all give the
+    same mean scores 0; shares of their sum (all 0 when none moves the objective)."""
+    spread = {k: float(np.var(lines["objective"].groupby(_levels(lines[k])).mean().to_numpy()))
+              if len(lines) else 0.0 for k in keys}
+    total = sum(spread.values())
+    return dict(sorted(((k, v / total if total > 0 else 0.0) for k, v in spread.items()),
+                       key=lambda kv: -kv[1]))
+
+
+def optuna_importance(path: str, study_name: str) -> dict[str, float] | None:
+    """Optuna's own parameter importance of the study stored at `path` (its SQLite file),
+    with PED-ANOVA (`PedAnovaImportanceEvaluator`: numpy only; the default fANOVA needs
+    scikit-learn, which the project does not pin); None when there is no study or too few
+    finished trials to evaluate."""
+    import os
+
+    if not os.path.isfile(path):
+        return None
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = optuna.storages.RDBStorage(f"sqlite:///{path}")
+    try:
+        names = optuna.get_all_study_names(storage)
+        if not names:
+            return None
+        study = optuna.load_study(study_name=study_name if study_name in names else names[0],
+                                  storage=storage)
+        done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+        if len(done) < 2:
+            return None
+        return {k: float(v) for k, v in optuna.importance.get_param_importances(
+            study, evaluator=optuna.importance.PedAnovaImportanceEvaluator()).items()}
+    except Exception:  # noqa: BLE001 - a view, never a failure (the spread is shown instead)
+        return None
+    finally:
+        storage.remove_session()
+        storage.engine.dispose()
+
+
+def history(lines: pd.DataFrame, direction: str | None) -> dict:
+    """The optimisation history: each counted trial's objective in the order given (stored
+    order) and the best so far (the running max, or min when minimising)."""
+    values = lines["objective"].astype(float)
+    best = values.cummin() if direction == "minimize" else values.cummax()
+    return {"trial_id": lines["trial_id"].tolist(), "objective": values.tolist(),
+            "best": best.tolist()}
 
 
 def best_first(cells: pd.DataFrame, direction: str | None) -> pd.DataFrame:

@@ -572,3 +572,87 @@ def test_the_phase_api_draws_a_grid_as_the_grid_with_the_recovery_map(root):
         np.testing.assert_allclose(got, expected.astype(float), equal_nan=True)
         assert m["label"] == f"recovery: p(H = {value}) − p(H = {heads[0]})"
     assert view.phase("task.cooccurrence", "task.hardness", None)["recovery"] == []
+
+
+# ---------------------------------------------------------------- the search views
+
+def test_a_grid_sweep_has_parallel_lines_slices_and_importance(root):
+    """Every counted trial of the grid is one parallel-coordinates line with its swept values
+    and outcome; each slice counts a value's trials and their share learned; hardness (the
+    synthetic truth's strongest term) is the most important parameter; a grid has no
+    optimisation history."""
+    from analysis.dashboard.data import SweepView
+
+    view = SweepView(LOCAL, str(root), "copy")
+    view.state()
+    search = view.search()
+    trials = load(root, "copy").trials
+    from sweeper.results import COUNTED_STATUSES
+
+    counted = trials[trials["status"].isin(COUNTED_STATUSES)]
+    assert search["type"] == "grid" and search["yes_no"] and search["history"] is None
+    assert len(search["lines"]) == len(counted) == counted["trial_id"].nunique()
+    by_id = counted.set_index("trial_id")
+    for line in search["lines"]:
+        trial = by_id.loc[line["trial_id"]]
+        assert line["objective"] == float(bool(trial["attention_learned"]))
+        assert line["task.hardness"] == trial["task.hardness"]
+        assert line["model.heads"] == trial["model.heads"]
+    hardness = next(s for s in search["slices"] if s["column"] == "task.hardness")
+    assert hardness["values"] == sorted(counted["task.hardness"].unique())
+    for value, n, mean in zip(hardness["values"], hardness["n"], hardness["mean"]):
+        here = counted[counted["task.hardness"] == value]
+        assert n == len(here) and mean == pytest.approx(here["attention_learned"].mean())
+    assert {p["kind"] for p in search["parameters"]} == {"category"}  # at the grid's values
+    importance = search["importance"]
+    assert importance["method"] == "spread"
+    assert next(iter(importance["values"])) == "task.hardness"
+    assert sum(importance["values"].values()) == pytest.approx(1.0)
+
+
+def test_a_random_search_has_a_monotone_best_so_far_history(tmp_path):
+    from analysis.dashboard.data import SweepView
+    from analysis.search import history, spread_importance, trial_lines
+
+    synthetic.write_random_copy_sweep(tmp_path, "random")
+    view = SweepView(LOCAL, str(tmp_path), "random")
+    view.state()
+    search = view.search()
+    assert search["type"] == "random" and len(search["history"]["objective"]) == 120
+    assert np.all(np.diff(search["history"]["best"]) >= 0)
+    trials = load(tmp_path, "random").trials
+    lines = trial_lines(trials, ["task.cooccurrence", "task.hardness"], "attention_steps")
+    for direction, step in (("maximize", np.maximum), ("minimize", np.minimum)):
+        h = history(lines, direction)
+        assert len(h["best"]) == len(lines) and h["objective"] == lines["objective"].tolist()
+        assert h["best"] == np.asarray(step.accumulate(h["objective"])).tolist()
+        diffs = np.diff(h["best"])
+        assert (diffs >= 0).all() if direction == "maximize" else (diffs <= 0).all()
+    spread = spread_importance(lines, ["task.cooccurrence", "task.hardness"])
+    assert list(spread.values()) == sorted(spread.values(), reverse=True)
+
+
+def test_an_optuna_study_gives_optunas_own_importance(tmp_path):
+    """A sweep with an Optuna study beside its results: importance is Optuna's (PED-ANOVA),
+    and the parameter that drives the objective comes first."""
+    import optuna
+
+    from analysis.dashboard.data import SweepView
+    from sweeper.results.layout import STUDY_FILE
+
+    synthetic.write_copy_sweep(tmp_path, "opt", seeds=1)
+    storage = f"sqlite:///{tmp_path / 'opt' / STUDY_FILE}"
+    study = optuna.create_study(study_name="opt", storage=storage, direction="maximize")
+    space = {"x": optuna.distributions.FloatDistribution(0, 1),
+             "noise": optuna.distributions.FloatDistribution(0, 1)}
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        x, noise = rng.uniform(0, 1, 2)
+        study.add_trial(optuna.trial.create_trial(params={"x": x, "noise": noise},
+                                                  distributions=space, value=x ** 2))
+    view = SweepView(LOCAL, str(tmp_path), "opt")
+    view.state()
+    importance = view.search()["importance"]
+    assert importance["method"] == "optuna"
+    assert list(importance["values"])[0] == "x"
+    assert importance["values"]["x"] > importance["values"]["noise"]

@@ -376,3 +376,52 @@ def test_the_trials_table_sorts_filters_overlays_selected_rows_and_links_restore
                                            "(t) => t.showlegend).map((t) => t.name)")) == expected
         assert _address(restored) == link
         assert messages == [] and messages2 == []
+
+
+def _parallel_dimensions(page) -> list[dict]:
+    """The dimensions the parallel-coordinates figure drew (its plotly layout's meta)."""
+    return page_value(page, """(() => { const d = document.getElementById('parallel');
+        return d.layout && d.layout.meta ? d.layout.meta.dimensions : null; })()""")
+
+
+@pytest.mark.slow
+def test_a_grid_sweep_shows_parallel_coordinates_slices_and_importance(browser, tmp_path):
+    """A 3 x 3 x 2 grid: the search section is shown for a grid too, its parallel
+    coordinates' dimensions are the swept columns and the outcome, one line per counted
+    trial, and the page logs nothing."""
+    try:
+        import synthetic_stores as synthetic
+        from analysis_fixtures import serving_dashboard
+    except ImportError:
+        from tests import synthetic_stores as synthetic
+        from tests.analysis_fixtures import serving_dashboard
+    synthetic.write_copy_sweep(tmp_path, "grid", cooccurrence=(0.0, 0.25, 0.5),
+                               hardness=(0.0, 0.5, 1.0), heads=(1, 2), seeds=4, seed=3)
+    with serving_dashboard(tmp_path, "grid") as url:
+        page, messages = _open(browser, url + "/")
+        dimensions = wait_until(lambda: _parallel_dimensions(page), 60,
+                                "the parallel coordinates")
+        state = page_value(page, "window.sweeperDashboard.state")
+        swept = [a["column"] for a in state["axes"]]
+        assert [d["label"] for d in dimensions] == [*swept, state["outcome"]]
+        assert {"task.cooccurrence", "task.hardness", "model.heads"} <= set(swept)
+        # the axes' names as drawn (the SVG's text), one line per counted trial
+        texts = page_value(page, "[...document.querySelectorAll('#parallel svg text')]"
+                                 ".map((t) => t.textContent)")
+        assert all(label in texts for label in [*swept, state["outcome"]])
+        assert all(len(d["values"]) == 72 for d in dimensions)
+        assert page_value(page, "document.getElementById('search-section').dataset.lines") == "72"
+        hardness = next(d for d in dimensions if d["label"] == "task.hardness")
+        assert hardness["ticktext"] == ["0", "0.5", "1"]  # a grid's axis at the grid's values
+        assert sorted(set(hardness["values"])) == [0, 1, 2]
+        learned = next(d for d in dimensions if d["label"] == state["outcome"])["values"]
+        assert set(learned) == {0, 1}
+        assert page_value(page, "document.getElementById('history').hidden") is True
+        # a slice per swept column, and each column's importance bar
+        assert page_value(page, "document.getElementById('objective').data.length") == len(swept)
+        assert sorted(page_value(page, "document.getElementById('importance').data[0].y")) == \
+            sorted(swept)
+        if os.environ.get("SWEEPER_SCREENSHOT_DIR"):  # docs/figures, taken by hand
+            page.locator("#parallel").screenshot(path=str(Path(os.environ[
+                "SWEEPER_SCREENSHOT_DIR"]) / "dashboard_parallel_grid.png"))
+        assert messages == []

@@ -28,7 +28,7 @@ import pyarrow.fs as pafs
 from sweeper.numbers import shown
 from sweeper.results import DEFAULT_THRESHOLDS, SUCCESS_OUTCOMES
 from sweeper.results.conformance import Footer, read_as
-from sweeper.results.layout import COMPACT_PREFIX, part_name
+from sweeper.results.layout import COMPACT_PREFIX, STUDY_FILE, part_name
 from sweeper.results.reading import (
     current_names,
     part_files,
@@ -59,10 +59,19 @@ from ..axes import (
 from ..errors import AnalysisInputError
 from ..outcomes import derived_columns
 from ..phase import default_axes, phase_from_summary
-from ..search import objective_cells, search_info
+from ..search import (
+    BINS,
+    MAX_LEVELS,  # a numeric axis with more distinct values is binned in the phase view
+    history,
+    is_yes_no,
+    objective_cells,
+    optuna_importance,
+    search_info,
+    slices,
+    spread_importance,
+    trial_lines,
+)
 
-MAX_LEVELS = 12  # a numeric axis with more distinct values is binned in the phase view
-BINS = 8
 MAX_CURVES = 200  # seeds drawn per cell
 
 
@@ -455,23 +464,53 @@ class SweepView:
         return plain({"total": len(failed), "trials": rows})
 
     def search(self) -> dict:
-        """The objective per cell against each parameter (random and Optuna sweeps)."""
+        """The search views of any sweep: the objective per cell against each parameter,
+        one parallel-coordinates line per counted trial (`lines`), a slice per parameter,
+        parameter importance (Optuna's own where the sweep has a study, else the spread of
+        the per-value means, `spread_importance`) and, for searches, the optimisation history
+        in stored order."""
         info = search_info(self.manifest())
         trials = self.trials()
         objective = info.objective or self.outcome()
         axes = self.axes()
         keys = [a["column"] for a in axes]
         if not keys or objective not in trials.columns:
-            return {"cells": [], "parameters": [], "objective": objective}
+            return {"cells": [], "parameters": [], "lines": [], "objective": objective}
         cells = objective_cells(trials, keys, objective)
-        parameters = [{"column": a["column"], "label": a["label"],
-                       "kind": a["kind"] if a["kind"] != "category" else "category",
+        searched = info.drawn or info.type not in ("", "grid")
+        # a grid's parameters are drawn at the grid's values (categorical axes)
+        kinds = {a["column"]: a["kind"] if searched else "category" for a in axes}
+        parameters = [{"column": a["column"], "label": a["label"], "kind": kinds[a["column"]],
                        "values": [tick(v) for v in _sorted(cells[a["column"]].dropna()
                                                             .unique().tolist())]
-                       if a["kind"] == "category" else None} for a in axes]
+                       if kinds[a["column"]] == "category" else None} for a in axes]
+        lines = trial_lines(self._stored_order(trials), keys, objective)
+        study = self._study_importance()
         return plain({"objective": objective, "direction": info.direction or "maximize",
-                      "type": info.type, "parameters": parameters,
-                      "cells": cells.to_dict("records")})
+                      "type": info.type or "grid", "yes_no": is_yes_no(trials, objective),
+                      "parameters": parameters, "cells": cells.to_dict("records"),
+                      "lines": lines.to_dict("records"), "slices": slices(lines, keys),
+                      "importance": {"method": "optuna" if study else "spread",
+                                     "values": study or spread_importance(lines, keys)},
+                      "history": history(lines, info.direction) if searched else None})
+
+    def _stored_order(self, trials: pd.DataFrame) -> pd.DataFrame:
+        """The trials in the order their packs' files were committed (modification time;
+        a compacted file's trials keep their order in it)."""
+        if "pack_id" not in trials.columns or trials.empty:
+            return trials
+        infos = self.fs.get_file_info(pafs.FileSelector(f"{self.folder}/trials"))
+        when = {i.base_name: i.mtime_ns or 0 for i in infos}
+        at = trials["pack_id"].map(lambda p: when.get(part_name(p), math.inf)
+                                   if isinstance(p, str) else math.inf)
+        return trials.iloc[np.argsort(at.to_numpy(dtype=float), kind="stable")]
+
+    def _study_importance(self) -> dict[str, float] | None:
+        """Optuna's importance of the sweep's study (a local sweep's SQLite file beside its
+        results, as the Optuna strategy keeps it)."""
+        if not isinstance(self.fs, pafs.LocalFileSystem):
+            return None
+        return optuna_importance(f"{self.folder}/{STUDY_FILE}", self.name)
 
 
 # ---------------------------------------------------------------- helpers

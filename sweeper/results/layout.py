@@ -21,6 +21,7 @@ from sweeper.numbers import shown
 from sweeper.results.errors import ResultsInputError
 
 TABLES = ("trials", "trajectories")
+STUDY_FILE = "optuna.db"  # an Optuna sweep's study (SQLite) beside its local results
 SWEEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # matched in full: fullmatch
 PART_PREFIX, PART_SUFFIX = "part-", ".parquet"
 COMPACT_PREFIX, TEMP_PREFIX = "part-compact-", ".tmp-"

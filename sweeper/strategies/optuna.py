@@ -51,6 +51,7 @@ from sweeper.errors import SweeperInputError
 from sweeper.numbers import shown
 from sweeper.results import COUNTED_STATUSES, counted, outcome_columns
 from sweeper.results.files import NOTHING_WRITTEN, could_not_write
+from sweeper.results.layout import STUDY_FILE
 from sweeper.results.objective import objective_value
 from sweeper.results.store import STORE_KEPT
 from sweeper.results.words import count
@@ -63,7 +64,6 @@ if TYPE_CHECKING:
     from sweeper.results import Store
     from sweeper.search_space import SweepFile
 
-STUDY_FILE = "optuna.db"
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 
 

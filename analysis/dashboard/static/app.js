@@ -128,7 +128,7 @@ async function poll() {
         if (cell) await openCell(cell.index, false, false);
       } else if (app.cell) await openCell(app.cell.index, true);
       await drawTable();
-      if (state.search.drawn) await drawSearch(); else $("search-section").hidden = true;
+      await drawSearch();
     }
     if (state.counts.failed !== app.failedTotal) {
       await drawFailed();
@@ -642,70 +642,141 @@ async function drawFailed() {
 }
 
 // ------------------------------------------------------------------ random and Optuna searches
+// The search views of every sweep (grid, random, Optuna, boundary), from /api/search: a slice
+// per parameter, parallel coordinates (one line per counted trial), parameter importance and,
+// for searches, the optimisation history.
 async function drawSearch() {
   const data = await api("search", {sweep: app.sweep});
-  if (!data.cells.length || !data.parameters.length) { $("search-section").hidden = true; return; }
+  if (!data.lines || !data.lines.length || !data.parameters.length) { $("search-section").hidden = true; return; }
   $("search-section").hidden = false;
-  $("search-title").textContent = `Search (${data.type || "drawn cells"}): ${data.objective}, ${data.direction}, per cell`;
-  const p = data.parameters.length, cols = Math.min(p, 3), rows = Math.ceil(p / cols);
-  const traces = [], layout = {height: 300 * rows, margin: {l: 60, r: 20, t: 30, b: 50}, showlegend: false,
-                               grid: {rows, columns: cols, pattern: "independent"}};
-  const size = data.cells.map((c) => 6 + 2 * Math.sqrt(c.n));
-  data.parameters.forEach((param, k) => {
-    const xa = k === 0 ? "x" : `x${k + 1}`, ya = k === 0 ? "y" : `y${k + 1}`;
-    traces.push({type: "scatter", mode: "markers", x: data.cells.map((c) => (param.kind === "category" ? String(c[param.column]) : c[param.column])),
-                 y: data.cells.map((c) => c.objective), xaxis: xa, yaxis: ya,
-                 marker: {size, opacity: 0.7, color: data.cells.map((c) => c.objective), colorscale: "Viridis"},
-                 hovertemplate: `${param.label} = %{x}<br>${data.objective} = %{y:.3f}<extra></extra>`});
-    layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = {type: param.kind === "category" ? "category" : param.kind,
-                                                   title: {text: param.label}};
-    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = {title: {text: k % cols === 0 ? data.objective : ""}};
-  });
-  await Plotly.react($("objective"), traces, layout, {displaylogo: false, responsive: true});
-  drawParallel(data);
+  const what = data.yes_no ? `share ${data.objective.replace("_", " ")}` : `${data.objective}, ${data.direction}`;
+  $("search-title").textContent = `Search (${data.type}): ${what}; ${data.lines.length} counted trials`;
+  const config = {displaylogo: false, responsive: true};
+  await Plotly.react($("objective"), ...sliceFigure(data), config);
+  await Plotly.react($("parallel"), ...parallelFigure(data), config);
+  await Plotly.react($("importance"), ...importanceFigure(data), config);
+  $("history").hidden = !data.history;
+  if (data.history) await Plotly.react($("history"), ...historyFigure(data), config);
+  $("search-section").dataset.lines = String(data.lines.length);
 }
 
-// Parallel coordinates drawn as SVG lines (no WebGL needed): one line per cell through its
-// parameters (log axes in log space) and the objective, coloured by the objective.
-function drawParallel(data) {
-  const dims = [...data.parameters, {column: "objective", label: data.objective, kind: "linear"}];
-  const scale = dims.map((d) => {
-    const values = data.cells.map((c) => c[d.column]);
-    if (d.kind === "category") {
-      const cats = [...new Set(values.map(String))].sort();
-      return {cats, f: (v) => (cats.length > 1 ? cats.indexOf(String(v)) / (cats.length - 1) : 0.5),
-              lo: cats[0], hi: cats[cats.length - 1]};
+// The outcome against each parameter's values: the share learned with its count per value
+// (a yes/no outcome), or every trial's objective and the mean per value (a number).
+function sliceFigure(data) {
+  const p = data.parameters.length, cols = Math.min(p, 3), rows = Math.ceil(p / cols);
+  const traces = [], layout = {height: 280 * rows, margin: {l: 60, r: 20, t: 30, b: 50}, showlegend: false,
+                               grid: {rows, columns: cols, pattern: "independent"},
+                               title: {text: "slices: the outcome against each parameter", font: {size: 13}}};
+  data.parameters.forEach((param, k) => {
+    const xa = k === 0 ? "x" : `x${k + 1}`, ya = k === 0 ? "y" : `y${k + 1}`;
+    const slice = data.slices.find((s) => s.column === param.column);
+    const category = param.kind === "category";
+    const x = category ? ticks(param, slice.values.length, slice.values) : slice.values;
+    const label = (v) => (category ? x[slice.values.findIndex((s) => String(s) === String(v))] : v);
+    if (data.yes_no) {
+      traces.push({type: "scatter", mode: "lines+markers+text", x, y: slice.mean, xaxis: xa, yaxis: ya,
+                   text: slice.n.map((n) => `n=${n}`), textposition: "top center", textfont: {size: 10},
+                   marker: {size: slice.n.map((n) => 5 + 2 * Math.sqrt(n)), color: slice.mean, colorscale: "Viridis", cmin: 0, cmax: 1},
+                   line: {color: "#888"},
+                   hovertemplate: `${param.label} = %{x}<br>share = %{y:.2f}<br>%{text}<extra></extra>`});
+    } else {
+      traces.push({type: "scatter", mode: "markers", x: data.lines.map((l) => label(l[param.column])),
+                   y: data.lines.map((l) => l.objective), xaxis: xa, yaxis: ya,
+                   marker: {size: 6, opacity: 0.6, color: data.lines.map((l) => l.objective), colorscale: "Viridis"},
+                   hovertemplate: `${param.label} = %{x}<br>${data.objective} = %{y:.3g}<extra></extra>`},
+                  {type: "scatter", mode: "lines", x, y: slice.mean, xaxis: xa, yaxis: ya, line: {color: "#333"},
+                   hoverinfo: "skip"});
     }
-    const t = (v) => (d.kind === "log" ? Math.log10(v) : v);
-    const nums = values.filter((v) => v !== null).map(t);
-    const lo = Math.min(...nums), hi = Math.max(...nums);
-    return {f: (v) => (v === null ? null : hi > lo ? (t(v) - lo) / (hi - lo) : 0.5),
-            lo: d.kind === "log" ? 10 ** lo : lo, hi: d.kind === "log" ? 10 ** hi : hi};
+    layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = {type: category ? "category" : param.kind, title: {text: param.label},
+                                                   ...(category ? {categoryorder: "array", categoryarray: x} : {})};
+    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = {title: {text: k % cols === 0 ? (data.yes_no ? "share" : data.objective) : ""},
+                                                   ...(data.yes_no ? {range: [-0.05, 1.15]} : {})};
   });
-  const objs = data.cells.map((c) => c.objective);
-  const olo = Math.min(...objs), ohi = Math.max(...objs);
-  const palette = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725"];
+  return [traces, layout];
+}
+
+// A categorical parameter's tick labels: the server's (`tick`, in the grid's order) when it
+// names each value shown, else the values as they print here.
+function ticks(param, count, values) {
+  return param.values && param.values.length === count ? param.values : values.map((v) => fmt(v));
+}
+
+// Parallel coordinates drawn as SVG lines (plotly's parcoords needs WebGL, which a headless or
+// remote browser may lack): one line per counted trial through its swept columns (a grid's
+// and a choice's at their values, evenly spaced; a log axis in log10) and the outcome,
+// coloured by the outcome. The layout's meta keeps the dimensions drawn (label, values, ticks).
+function parallelFigure(data) {
+  const dimensions = data.parameters.map((param) => {
+    const raw = data.lines.map((l) => l[param.column]);
+    if (param.kind === "category" || !raw.every((v) => typeof v === "number")) {
+      const slice = data.slices.find((s) => s.column === param.column);
+      const order = slice.values.map(String);
+      for (const v of raw.map(String)) if (!order.includes(v)) order.push(v);
+      return {label: param.column, values: raw.map((v) => order.indexOf(String(v))), categorical: true,
+              tickvals: order.map((_, i) => i), ticktext: ticks(param, order.length, order)};
+    }
+    const values = param.kind === "log" ? raw.map((v) => Math.log10(v)) : raw;
+    const lo = Math.min(...values), hi = Math.max(...values);
+    const show = (v) => fmt(param.kind === "log" ? 10 ** v : v);
+    return {label: param.column, values, tickvals: [lo, hi], ticktext: [show(lo), show(hi)]};
+  });
+  const outcome = data.lines.map((l) => l.objective);
+  const olo = Math.min(...outcome), ohi = Math.max(...outcome);
+  dimensions.push(data.yes_no ? {label: data.objective, values: outcome, tickvals: [0, 1], ticktext: ["no", "yes"], categorical: true}
+                              : {label: data.objective, values: outcome, tickvals: [olo, ohi], ticktext: [fmt(olo), fmt(ohi)]});
+  const unit = dimensions.map((d) => {
+    const lo = Math.min(...d.tickvals), hi = Math.max(...d.tickvals);
+    return (v) => (hi > lo ? (v - lo) / (hi - lo) : 0.5);
+  });
+  const palette = data.yes_no ? [COLORS.failure, COLORS.success] : ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725"];
+  const group = (v) => (data.yes_no ? (v >= 0.5 ? 1 : 0)
+    : ohi > olo ? Math.min(4, Math.floor(5 * (v - olo) / (ohi - olo))) : 2);
   const groups = palette.map(() => ({x: [], y: []}));
-  for (const c of data.cells) {
-    const g = ohi > olo ? Math.min(4, Math.floor(5 * (c.objective - olo) / (ohi - olo))) : 2;
-    dims.forEach((d, i) => { groups[g].x.push(i); groups[g].y.push(scale[i].f(c[d.column])); });
-    groups[g].x.push(null); groups[g].y.push(null);
-  }
-  const traces = groups.map((g, i) => ({type: "scatter", mode: "lines", x: g.x, y: g.y, connectgaps: false,
-                                        line: {color: palette[i], width: 1.2}, opacity: 0.6, hoverinfo: "skip"}));
-  const annotations = [];
-  dims.forEach((d, i) => {
-    annotations.push({x: i, y: 1.08, text: `<b>${d.label}</b>`, showarrow: false, xref: "x", yref: "y"});
-    annotations.push({x: i, y: -0.06, text: fmt(scale[i].lo), showarrow: false, xref: "x", yref: "y", font: {size: 10}});
-    annotations.push({x: i, y: 1.0, text: fmt(scale[i].hi), showarrow: false, xref: "x", yref: "y", font: {size: 10},
-                      xanchor: "left", xshift: 4});
+  data.lines.forEach((l, t) => {
+    const g = groups[group(l.objective)];
+    // a categorical axis spreads its lines a little about each value (a grid's would coincide)
+    const spread = (((t * 0.618034) % 1) - 0.5) * 0.07;
+    dimensions.forEach((d, i) => { g.x.push(i); g.y.push(unit[i](d.values[t]) + (d.categorical ? spread : 0)); });
+    g.x.push(null); g.y.push(null);
   });
-  const shapes = dims.map((d, i) => ({type: "line", x0: i, x1: i, y0: 0, y1: 1, xref: "x", yref: "y",
-                                      line: {color: "#444", width: 1}}));
-  Plotly.react($("parallel"), traces, {height: 360, showlegend: false, margin: {l: 40, r: 40, t: 40, b: 30},
-    xaxis: {visible: false, range: [-0.3, dims.length - 0.7]}, yaxis: {visible: false, range: [-0.12, 1.15]},
-    annotations, shapes, title: {text: "parallel coordinates (colour: objective)", font: {size: 13}}},
-    {displaylogo: false, responsive: true, staticPlot: false});
+  const names = data.yes_no ? ["not", data.objective.replace("_", " ")]
+    : palette.map((_, i) => `${data.objective} in ${["lowest", "low", "middle", "high", "highest"][i]} fifth`);
+  const traces = groups.map((g, i) => ({type: "scatter", mode: "lines", x: g.x, y: g.y, connectgaps: false, name: names[i],
+                                        line: {color: palette[i], width: 1.2}, opacity: 0.5, hoverinfo: "skip"}));
+  const annotations = [], shapes = [];
+  dimensions.forEach((d, i) => {
+    annotations.push({x: i, y: 1.1, text: `<b>${d.label}</b>`, showarrow: false, xref: "x", yref: "y"});
+    d.tickvals.forEach((v, j) => annotations.push({x: i, y: unit[i](v), text: d.ticktext[j], showarrow: false, xref: "x",
+                                                   yref: "y", xanchor: "left", xshift: 4, font: {size: 10}}));
+    shapes.push({type: "line", x0: i, x1: i, y0: 0, y1: 1, xref: "x", yref: "y", line: {color: "#444", width: 1}});
+  });
+  const title = data.yes_no ? `parallel coordinates: one line per trial (green: ${data.objective.replace("_", " ")}, red: not)`
+                            : `parallel coordinates: one line per trial (colour: ${data.objective})`;
+  return [traces, {height: 380, margin: {l: 40, r: 60, t: 50, b: 30}, legend: {orientation: "h", y: -0.05},
+                   xaxis: {visible: false, range: [-0.3, dimensions.length - 0.6]},
+                   yaxis: {visible: false, range: [-0.08, 1.16]}, annotations, shapes,
+                   title: {text: title, font: {size: 13}}, meta: {dimensions}}];
+}
+
+function importanceFigure(data) {
+  const entries = Object.entries(data.importance.values).reverse();  // most important on top
+  const how = data.importance.method === "optuna" ? "Optuna's PED-ANOVA importance of the study"
+    : "variance of the per-value mean outcome, as shares";
+  return [[{type: "bar", orientation: "h", x: entries.map(([, v]) => v), y: entries.map(([k]) => k),
+            marker: {color: "#3b528b"}, hovertemplate: "%{y}: %{x:.3f}<extra></extra>"}],
+          {height: 80 + 28 * entries.length, margin: {l: 170, r: 20, t: 40, b: 40},
+           title: {text: `parameter importance (${how})`, font: {size: 13}}, xaxis: {rangemode: "tozero"}}];
+}
+
+function historyFigure(data) {
+  const h = data.history, order = h.objective.map((_, i) => i + 1);
+  return [[{type: "scatter", mode: "markers", x: order, y: h.objective, name: data.objective,
+            marker: {size: 6, color: "#21918c", opacity: 0.7}, text: h.trial_id,
+            hovertemplate: "trial %{x} (%{text})<br>%{y:.3g}<extra></extra>"},
+           {type: "scatter", mode: "lines", x: order, y: h.best, name: "best so far", line: {color: "#d73027", shape: "hv"}}],
+          {height: 320, margin: {l: 60, r: 20, t: 40, b: 50}, legend: {orientation: "h", y: -0.25},
+           title: {text: "optimisation history (stored order)", font: {size: 13}},
+           xaxis: {title: {text: "trial"}}, yaxis: {title: {text: data.objective}}}];
 }
 
 document.addEventListener("DOMContentLoaded", start);
