@@ -174,13 +174,14 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         pack_size: int | None = None, retries: int | None = None, device: str | None = None,
         results_shared: bool = False, verbose: bool = False, stream=None,
         wait: bool = False, extend: bool = False, sets: list[str] | None = None,
-        **overrides: Any) -> SweepResult:
+        estimate: bool = True, **overrides: Any) -> SweepResult:
     """Run what of a sweep is not stored yet; see the module's docstring.
 
     sets: `--set` overrides (`apply_sets`), applied after `overrides`. wait: wait for another
     driver of the sweep to finish instead of refusing. extend: store trials of a configuration
     that differs from the stored sweep's under its name (`sweeper.identity`). SIGINT and SIGTERM
-    stop the run once its running packs are stored (`sweeper.interrupts`)."""
+    stop the run once its running packs are stored (`sweeper.interrupts`). estimate: False
+    skips the wall-time estimate before training (`SweepResult.estimate` is then None)."""
     from sweeper.admission import admit_here, calibration_warnings, resolution_warnings
     from sweeper.devices import prepare_native_kernels
     from sweeper.interrupts import stop_on_signals
@@ -219,7 +220,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         if address is None:  # under the lease: a second driver is refused at once, not after
             prepare_native_kernels(spec, plan, store)  # a first build of the kernels
         estimated = _estimate(spec, plan, store, executor, address, num_cpus, pack_size,
-                              memory)
+                              memory) if estimate else None
         started = time.perf_counter()
         with runner:
             summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,

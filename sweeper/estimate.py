@@ -12,14 +12,16 @@ packs it trains at once (`Parallelism`):
 - **what a pack costs**, the better source first: stored trials of the same shape (a stored
   trial's `wall_time_s` is its share of its pack's time, pack time / K; the median per step of
   that shape, scaled by the pending step budget); else a timed probe: three short trainings
-  of the largest pending pack on the threads a pack gets (n steps evaluated at start and end;
-  2n steps evaluated at start, middle and end; 2n steps at start and end; the faster of two
-  tries each), which separate a pack's set-up (building models and data), a step and an
-  evaluation (`StepCost`); a pack's time is then its models x (set-up + steps x step +
+  of the largest pending pack of each shape on the threads a pack gets (n steps evaluated at
+  start and end; 2n steps evaluated at start, middle and end; 2n steps at start and end; the
+  faster of two tries each), which separate a pack's set-up (building models and data), a step
+  and an evaluation (`StepCost`); a pack's time is then its models x (set-up + steps x step +
   evaluations x evaluation). Two timings cannot separate the set-up from the evaluations: the
   set-up was counted once per evaluation (41 of them in a 400-step run), and a run of the quick
   sweep was estimated at twice what it took.
-  The probe measures this machine's speed as it is now (a loaded machine gives a slower step).
+  The probe measures this machine's speed as it is now (a loaded machine gives a slower step);
+  its measurement is kept for an hour per shape, host, code and threads (`probed_step_cost`),
+  so `sweeper run` right after `sweeper plan` does not probe again.
 - **where they run**: packs go to the executor's slots longest first, each to the least loaded
   slot (as `packing.longest_first` hands them out), and each pack adds the executor's fixed
   per-pack cost (the driver's writes; Ray's dispatch); the slowest slot's time is the training.
@@ -33,6 +35,7 @@ packs it trains at once (`Parallelism`):
 from __future__ import annotations
 
 import heapq
+import json
 import os
 import statistics
 import time
@@ -46,6 +49,8 @@ if TYPE_CHECKING:
     from sweeper.search_space import SweepFile
 
 PROBE_STEPS = 4
+PROBE_ROUNDS = 3  # a probe's timings are taken again while they contradict each other
+PROBE_SHAPES = 4  # at most this many shapes are probed (the largest pack of each)
 PROBE_MODELS = 16  # at most this many models of the largest pack train in the probe
 
 # Seconds measured on the 2-core dev machine with nothing else running (docs/performance.md,
@@ -56,6 +61,7 @@ RAY_PACK_S = 1.0  # per pack on Ray: Tune's dispatch and result round trip, the 
 RAY_CLUSTER_START_S = 3.0  # connecting to an existing cluster (--address) and leaving it
 LOCAL_START_S = 1.0  # the local executor: its first pack's warm-up in this process
 LOCAL_PACK_S = 0.3  # per pack in this process: the driver's writes of its results
+PROBE_KEPT_S = 3600.0  # a probe's measurement is reused this long (`probed_step_cost`)
 
 
 @dataclass(frozen=True)
@@ -187,16 +193,43 @@ def estimate_run(plan: Plan, stored_table, how: Parallelism, pack_size: int | No
         if cost is None and not probe:
             return None
         if cost is None:
-            cost = measure_step_cost(max(packs, key=len), how.threads)
-            basis = (f"a timed probe: {PROBE_STEPS} and {2 * PROBE_STEPS} steps of "
+            costs = _probe_each_shape(packs, how.threads)
+            shapes = "" if len(costs) == 1 else (
+                f" of each of {len(costs)} shapes" if len(costs) <= PROBE_SHAPES else
+                f" of {PROBE_SHAPES} of {len(costs)} shapes (the others charged the costliest)")
+            basis = (f"a timed probe{shapes}: {PROBE_STEPS} and {2 * PROBE_STEPS} steps of "
                      f"{min(PROBE_MODELS, max(map(len, packs)))} models, evaluated 2 and 3 "
                      "times")
+            per_pack = [costs[_shape_of(p)].pack_seconds(p) for p in packs]
         else:
             basis = f"a given cost ({cost.step_s:g} s a step, {cost.evaluation_s:g} s an " \
                     "evaluation)"
-        per_pack = [cost.pack_seconds(p) for p in packs]
+            per_pack = [cost.pack_seconds(p) for p in packs]
     training = makespan([t + how.per_pack_s for t in per_pack], how.slots)
     return Estimate(how.start_s + training, training, basis, how, len(packs), budget)
+
+
+def _shape_of(pack: list[TrialSpec]) -> tuple:
+    return _shape_columns(pack[0].flat())
+
+
+def _probe_each_shape(packs: list[list[TrialSpec]], threads: float) -> dict[tuple, StepCost]:
+    """A probe of the largest pack of each shape (a four-head pack costs more a step than a
+    one-head one: charging every pack the largest pack's cost overestimated quick.yaml, half
+    of whose packs have one head, by 30%), for the `PROBE_SHAPES` shapes with the most models
+    (a probe of a 14-model pack at the calibrated scale takes ~25 s on 2 cores); any other
+    shape is charged the costliest probed shape's cost, an upper bound."""
+    largest: dict[tuple, list[TrialSpec]] = {}
+    models: dict[tuple, int] = {}
+    for pack in packs:
+        shape = _shape_of(pack)
+        models[shape] = models.get(shape, 0) + len(pack)
+        if len(pack) > len(largest.get(shape, ())):
+            largest[shape] = pack
+    probed = sorted(largest, key=lambda shape: -models[shape])[:PROBE_SHAPES]
+    costs = {shape: probed_step_cost(largest[shape], threads) for shape in probed}
+    costliest = max(costs.values(), key=lambda c: c.step_s)
+    return {shape: costs.get(shape, costliest) for shape in largest}
 
 
 def evaluations(train: dict) -> int:
@@ -236,34 +269,109 @@ def measure_step_cost(pack: list[TrialSpec], threads: float) -> StepCost:
     """Time short trainings of `pack` (up to `PROBE_MODELS` of its models: a batched step's
     cost per model falls as a pack grows, so the probe trains a pack the size the run does)
     here, on `threads` threads: a step's and an evaluation's cost per model on this machine as
-    it is now. Each length is timed twice and the faster kept (a moment's load from elsewhere
-    is not the machine's speed)."""
+    it is now. Each length is timed twice and the fastest kept (a moment's load from elsewhere
+    is not the machine's speed); timings that contradict each other (more steps or more
+    evaluations not taking longer: a burst of load on the shorter one) are taken again, up to
+    `PROBE_ROUNDS` times, and if they still do, a step is charged its whole training's time
+    per step (an upper bound) rather than nothing."""
     from sweeper.train import train_pack
     from sweeper.workers import pin_threads
 
     probe = pack[:PROBE_MODELS]
     pin_threads(threads)  # the threads a pack trains on
+    times: dict[tuple[int, int], list[float]] = {}
 
     def timed(steps: int, eval_every: int) -> float:
-        """The faster of two trainings (probes at every evaluation: the costlier case)."""
+        """The fastest training so far (probes at every evaluation: the costlier case)."""
         specs = [replace(s, train={**s.train, "steps": steps, "eval_every": eval_every,
                                    "probe_every": None}) for s in probe]
-        times = []
+        seen = times.setdefault((steps, eval_every), [])
         for _ in range(2):
             start = time.perf_counter()
             train_pack(specs)
-            times.append(time.perf_counter() - start)
-        return min(times)
+            seen.append(time.perf_counter() - start)
+        return min(seen)
 
     n = PROBE_STEPS
     timed(1, 1)  # warm-up: imports, allocator (its time is not used)
-    short = timed(n, n)  # set-up + n steps + 2 evaluations
-    middle = timed(2 * n, n)  # set-up + 2n steps + 3 evaluations
-    long = timed(2 * n, 2 * n)  # set-up + 2n steps + 2 evaluations
-    evaluation = max(0.0, middle - long)
-    step = max(0.0, long - short) / n
+    for _ in range(PROBE_ROUNDS):
+        short = timed(n, n)  # set-up + n steps + 2 evaluations
+        middle = timed(2 * n, n)  # set-up + 2n steps + 3 evaluations
+        long = timed(2 * n, 2 * n)  # set-up + 2n steps + 2 evaluations
+        if short < long < middle:
+            break
+    else:
+        return StepCost(middle / (2 * n) / len(probe), 0.0, 0.0)
+    evaluation = middle - long
+    step = (long - short) / n
     setup = max(0.0, short - n * step - 2 * evaluation)
     return StepCost(step / len(probe), evaluation / len(probe), setup / len(probe))
+
+
+def probed_step_cost(pack: list[TrialSpec], threads: float) -> StepCost:
+    """`measure_step_cost`, reused for `PROBE_KEPT_S` from a cache file (`probe_cache_path`)
+    when the same shape was probed on this host, with the same code, threads and kernels:
+    `sweeper plan` then `sweeper run` probe once, and the run's training does not wait ~30 s
+    for a second probe. A cache that cannot be read or written is ignored."""
+    key = _probe_key(pack, threads)
+    path = probe_cache_path()
+    kept = _read_probe_cache(path)
+    seen = kept.get(key)
+    if seen is not None and 0 <= time.time() - seen["at"] < PROBE_KEPT_S:
+        return StepCost(seen["step_s"], seen["evaluation_s"], seen["setup_s"])
+    cost = measure_step_cost(pack, threads)
+    now = time.time()
+    kept = {k: v for k, v in kept.items() if 0 <= now - v["at"] < PROBE_KEPT_S}
+    kept[key] = {"at": now, "step_s": cost.step_s, "evaluation_s": cost.evaluation_s,
+                 "setup_s": cost.setup_s}
+    _write_probe_cache(path, kept)
+    return cost
+
+
+def probe_cache_path() -> str:
+    """`$SWEEPER_CACHE_DIR/step_costs.json` (default: `$XDG_CACHE_HOME/sweeper`, else
+    `~/.cache/sweeper`)."""
+    root = os.environ.get("SWEEPER_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sweeper")
+    return os.path.join(root, "step_costs.json")
+
+
+def _probe_key(pack: list[TrialSpec], threads: float) -> str:
+    import socket
+
+    import torch
+
+    from sweeper.layers import native
+    from sweeper.results.provenance import code_version
+
+    return json.dumps([_shape_of(pack), min(PROBE_MODELS, len(pack)), threads,
+                       socket.gethostname(), torch.__version__, native.enabled(),
+                       code_version()], sort_keys=True, default=str)
+
+
+def _read_probe_cache(path: str) -> dict[str, dict[str, float]]:
+    try:
+        with open(path) as f:
+            kept = json.load(f)
+        return {k: v for k, v in kept.items()
+                if isinstance(v, dict) and {"at", "step_s", "evaluation_s", "setup_s"} <= set(v)}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _write_probe_cache(path: str, kept: dict) -> None:
+    import tempfile
+
+    temp = None
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(kept, f)
+        os.replace(temp, path)  # whole or not at all: a concurrent reader sees one version
+    except OSError:
+        if temp is not None and os.path.exists(temp):
+            os.unlink(temp)  # a full disk leaves no half-written temp file behind
 
 
 def makespan(times: list[float], workers: int) -> float:

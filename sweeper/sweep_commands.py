@@ -129,7 +129,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = run(args.file, results=args.results, executor=args.executor, address=args.address,
                  num_cpus=args.num_cpus, pack_size=args.pack_size, retries=args.retries,
                  device=args.device, results_shared=args.results_shared, verbose=args.verbose,
-                 wait=args.wait, extend=args.extend, sets=args.set)
+                 wait=args.wait, extend=args.extend, sets=args.set,
+                 estimate=not args.no_estimate)
     if result.interrupted:  # a late second signal must not turn a clean stop into a traceback
         import signal
 
@@ -278,6 +279,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--extend", action="store_true",
                    help="store trials of a changed configuration under the sweep's name")
     p.add_argument("--json", action="store_true", help="print the final summary as JSON")
+    p.add_argument("--no-estimate", action="store_true",
+                   help="train without the wall-time estimate first (its timed probe trains a "
+                        "few steps when nothing of the sweep's shape is stored or probed in "
+                        "the last hour)")
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
     p.add_argument("--address", help="an existing Ray cluster (e.g. auto, or HEAD:6379)")
     p.add_argument("--pack-size", type=int_argument(1, MAX_PACK_SIZE),

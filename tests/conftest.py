@@ -2,6 +2,7 @@
 machine's core count; the native kernels built before the first test; a Ray temp dir of a
 test's own."""
 
+import os
 import shutil
 import tempfile
 
@@ -9,6 +10,10 @@ import pytest
 import torch
 
 torch.set_num_threads(1)
+
+# The estimate's probe cache (sweeper.estimate.probed_step_cost) of this test session only,
+# inherited by the processes the tests start: nothing is written to the user's ~/.cache.
+os.environ["SWEEPER_CACHE_DIR"] = tempfile.mkdtemp(prefix="sweeper_cache_")
 
 
 def pytest_sessionstart(session):

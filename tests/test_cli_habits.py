@@ -70,7 +70,7 @@ def test_train_set_takes_exponent_numbers(tmp_path):
 
 
 @pytest.mark.parametrize("argv", [["tasks"], ["plan", str(REPO / "search_spaces/snell_phase.yaml"),
-                                              "--rows", "400"]])
+                                              "--rows", "400", "--no-estimate"]])
 def test_output_piped_into_head_ends_quietly(argv, tmp_path):
     command = (f"{sys.executable} -m sweeper.cli {' '.join(argv)} --results {tmp_path} "
                if argv[0] == "plan" else f"{sys.executable} -m sweeper.cli tasks")

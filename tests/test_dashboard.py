@@ -509,32 +509,63 @@ def test_an_interrupted_and_resumed_sweep_shows_the_whole_plan_everywhere(tmp_pa
     assert second["pending"] == 0 and second["progress"].state == "finished"
 
 
+def _grid_sweep_with_progress(tmp_path, name: str, stored: int | None,
+                              progress: dict | None) -> Path:
+    """A 4-trial grid sweep's results root with its first `stored` trials (None: all) and the
+    driver's progress file `progress` (None: none)."""
+    try:
+        from sweep_helpers import fake_results, variant, write_sweep
+    except ImportError:
+        from tests.sweep_helpers import fake_results, variant, write_sweep
+    from sweeper.plan import make_plan
+    from sweeper.results.summary import PROGRESS_FILE, progress_bytes
+    from sweeper.runner import manifest
+    from sweeper.search_space import load_sweep
+
+    sweep = load_sweep(str(write_sweep(tmp_path / f"{name}.yaml", variant(name=name))))
+    plan = make_plan(sweep, set())
+    results = tmp_path / "results"
+    store = Store.open(str(results))
+    store.write_manifest(name, manifest(sweep, plan, None))
+    store.write_pack(name, fake_results(plan.specs[:stored]))
+    if progress is not None:
+        (results / name / PROGRESS_FILE).write_bytes(progress_bytes(progress))
+    return results
+
+
 def test_status_says_interrupted_when_the_driver_ended_before_its_plan(tmp_path):
     """A grid sweep whose driver ended with trials of its plan unstored (an older sweeper wrote
     "finished" when a signal stopped it) is interrupted, not finished; without a progress file
     (results only) it is "stored"."""
     try:
-        from sweep_helpers import cli, fake_results, variant, write_sweep
+        from sweep_helpers import cli
     except ImportError:
-        from tests.sweep_helpers import cli, fake_results, variant, write_sweep
-    from sweeper.plan import make_plan
-    from sweeper.runner import manifest
-    from sweeper.search_space import load_sweep
-
-    sweep = load_sweep(str(write_sweep(tmp_path / "p.yaml", variant(name="part"))))
-    plan = make_plan(sweep, set())
-    store = Store.open(str(tmp_path / "results"))
-    store.write_manifest("part", manifest(sweep, plan, None))
-    store.write_pack("part", fake_results(plan.specs[:1]))
-    assert _same_progress(tmp_path / "results", "part")["state"] == "stored"
+        from tests.sweep_helpers import cli
     from sweeper.results.summary import PROGRESS_FILE, progress_bytes
 
-    (tmp_path / "results" / "part" / PROGRESS_FILE).write_bytes(progress_bytes(
+    results = _grid_sweep_with_progress(tmp_path, "part", 1, None)
+    assert _same_progress(results, "part")["state"] == "stored"
+    (results / "part" / PROGRESS_FILE).write_bytes(progress_bytes(
         {"state": "finished", "running": 0}))
-    rc, out, _ = cli(["status", "part", "--results", tmp_path / "results"])
+    rc, out, _ = cli(["status", "part", "--results", results])
     assert rc == 0 and out.startswith("part: 1 done, 0 failed, 3 pending (1 ok); 4 planned; "
                                       "interrupted before its plan was done"), out
-    assert _same_progress(tmp_path / "results", "part")["state"] == "interrupted"
+    assert _same_progress(results, "part")["state"] == "interrupted"
+
+
+def test_a_signal_during_the_last_pack_leaves_a_finished_sweep_not_an_interrupted_one(tmp_path):
+    """A driver stopped by a signal while its last pack trained stores that pack and writes
+    "interrupted"; with every trial of the plan stored, status must not say "run the same
+    command to resume"."""
+    try:
+        from sweep_helpers import cli
+    except ImportError:
+        from tests.sweep_helpers import cli
+    results = _grid_sweep_with_progress(tmp_path, "whole", None,
+                                        {"state": "interrupted", "running": 0})
+    rc, out, _ = cli(["status", "whole", "--results", results])
+    assert rc == 0 and "4 done, 0 failed, 0 pending (4 ok); 4 planned; finished" in out, out
+    assert _same_progress(results, "whole")["state"] == "finished"
 
 
 def test_the_dashboard_opens_the_running_sweep_first(tmp_path):

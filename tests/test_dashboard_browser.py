@@ -425,3 +425,107 @@ def test_a_grid_sweep_shows_parallel_coordinates_slices_and_importance(browser, 
             page.locator("#parallel").screenshot(path=str(Path(os.environ[
                 "SWEEPER_SCREENSHOT_DIR"]) / "dashboard_parallel_grid.png"))
         assert messages == []
+
+
+PROGRESS_TEXT = (r"(?P<state>\w+): (?P<done>\d+) done, (?P<failed>\d+) failed, (?P<running>\d+)"
+                 r" running, (?P<pending>\d+) pending of (?P<planned>\d+) planned")
+
+
+def _page_progress(page) -> dict | None:
+    """The progress line the page shows, as numbers (None before it shows one)."""
+    import re
+
+    text = page_value(page, "document.getElementById('progress').textContent")
+    match = re.search(PROGRESS_TEXT, text)
+    if match is None:
+        return None
+    return {k: v if k == "state" else int(v) for k, v in match.groupdict().items()}
+
+
+def _status(results: Path, sweep: str) -> dict:
+    """`sweeper status --json`, as a researcher would run it beside the page."""
+    import json
+
+    out = subprocess.run([sys.executable, "-m", "sweeper.cli", "status", sweep, "--results",
+                          str(results), "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    return {"state": data["driver"], **{k: data[k] for k in (
+        "done", "failed", "running", "pending", "planned")}}
+
+
+def _page_agrees_with_status(page, results: Path, sweep: str, what: str) -> dict:
+    """Waits until the page shows what `sweeper status` says at the same moment (the page
+    polls every 1.5 s; a pack landing between the two readings is read again)."""
+    def agree():
+        told = _status(results, sweep)
+        return told if _page_progress(page) == told else None
+
+    return wait_until(agree, 60, f"the page to show `sweeper status`'s counts {what}", poll=0.5)
+
+
+@pytest.mark.slow
+def test_an_interrupted_and_resumed_sweep_shows_the_same_counts_as_status(browser, tmp_path):
+    """The issue's bug: after Ctrl-C and the same `sweeper run` again the page said 18 done,
+    9 running, 0 pending of 27 planned, of a 36-trial sweep (status: 27 done, 9 pending).
+    Here a real sweep of 8 trials in packs of 2 runs under a real driver; the page and
+    `sweeper status` must say the same at three moments: while the first run trains, after
+    its Ctrl-C (interrupted, trials pending), and while the resumed run trains (the whole
+    plan counted, across both runs); and at the end, finished with all 8 done."""
+    sweep = variant(**{"name": "resume", "axes.task.hardness": {"grid": [0.0, 1.0]},
+                       "budget.steps": 3000, "fixed.train.eval_every": 50, "pack_size": 2})
+    path = write_sweep(tmp_path / "resume.yaml", sweep)
+    results = tmp_path / "results"
+    results.mkdir()  # the page opens before the sweep's first file lands
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "sweeper.cli", "run", str(path), "--executor", "local",
+            "--results", str(results), "--no-estimate"]
+    run = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+    port = free_port()
+    dashboard = subprocess.Popen([sys.executable, "-m", "sweeper.cli", "dashboard", str(results),
+                                  "--port", str(port)], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    resumed = None
+    try:
+        line = dashboard.stdout.readline()
+        assert line.startswith(f"sweeper dashboard: http://127.0.0.1:{port}/"), (
+            line + dashboard.stderr.read() if dashboard.poll() is not None else line)
+        page, messages = _open(browser, f"http://127.0.0.1:{port}/?sweep=resume")
+
+        # 1. the first run, one pack stored and the next one training
+        wait_until(lambda: (_page_progress(page) or {}).get("done", 0) >= 2, 180,
+                   "the first pack on the page")
+        first = _page_agrees_with_status(page, results, "resume", "while the first run trains")
+        assert first["state"] == "running" and first["planned"] == 8, first
+        assert run.poll() is None, "the first run ended before it could be interrupted"
+
+        # 2. Ctrl-C: the driver stores what it finished and says interrupted
+        run.send_signal(signal.SIGINT)
+        wait_until(lambda: run.poll() is not None, 120, "the interrupted run to exit")
+        stopped = _page_agrees_with_status(page, results, "resume", "after Ctrl-C")
+        assert stopped["state"] == "interrupted" and stopped["running"] == 0, stopped
+        assert stopped["pending"] > 0 and stopped["done"] + stopped["pending"] == 8, stopped
+
+        # 3. the same command again: the whole plan, counted across both runs (the bug's
+        # page counted only this run's trials as planned, and the earlier ones as done)
+        resumed = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: (_page_progress(page) or {}).get("state") == "running", 180,
+                   "the resumed run on the page")
+        again = _page_agrees_with_status(page, results, "resume", "while the resumed run trains")
+        assert again["state"] == "running" and resumed.poll() is None, again
+        assert again["planned"] == 8 and again["done"] >= stopped["done"], again
+        assert again["running"] > 0 and again["done"] + again["running"] + again["pending"] == 8
+
+        wait_until(lambda: resumed.poll() is not None, 240, "the resumed run to finish")
+        assert resumed.returncode == 0, resumed.stderr.read()[-2000:]
+        end = _page_agrees_with_status(page, results, "resume", "at the end")
+        assert end == {"state": "finished", "done": 8, "failed": 0, "running": 0,
+                       "pending": 0, "planned": 8}
+        assert messages == []
+    finally:
+        stop(run)
+        if resumed is not None:
+            stop(resumed)
+        stop(dashboard)

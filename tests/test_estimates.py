@@ -22,9 +22,10 @@ COST = est.StepCost(step_s=0.01, evaluation_s=0.05)
 
 
 @pytest.fixture
-def fixed_cost(monkeypatch):
+def fixed_cost(monkeypatch, tmp_path_factory):
     """A step of 0.01 s and an evaluation of 0.05 s per model, and a quiet machine: the
-    estimate's arithmetic, not this machine's speed."""
+    estimate's arithmetic, not this machine's speed (kept in a probe cache of its own)."""
+    monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path_factory.mktemp("probe_cache")))
     monkeypatch.setattr(est, "measure_step_cost", lambda pack, threads: COST)
     monkeypatch.setattr(est, "load_factor", lambda: 1.0)
 
@@ -177,3 +178,136 @@ def test_the_probe_separates_a_packs_set_up_from_its_steps_and_evaluations(monke
     train = {**pack[0].train, "steps": 400, "eval_every": 10}
     long_run = [dataclasses.replace(s, train=train) for s in pack]
     assert cost.pack_seconds(long_run) == pytest.approx(3 * (setup + 400 * step + 41 * evaluation))
+
+
+def test_a_probe_is_reused_for_the_same_shape_and_redone_for_another(monkeypatch, tmp_path):
+    """`sweeper plan` then `sweeper run` probe once: the measurement is kept (per shape, host,
+    code, threads) for an hour in the cache dir; another shape, other threads or an hour later
+    probe again."""
+    monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path))
+    probes = []
+
+    def counted(pack, threads):
+        probes.append((len(pack), threads))
+        return COST
+
+    monkeypatch.setattr(est, "measure_step_cost", counted)
+    pack = make_plan(_sweep(), set()).specs[:3]
+    assert est.probed_step_cost(pack, 1) == COST
+    assert est.probed_step_cost(pack, 1) == COST
+    assert len(probes) == 1
+    est.probed_step_cost(pack, 2)  # other threads
+    wider = make_plan(_sweep(**{"fixed.model.width": 16}), set()).specs[:3]
+    est.probed_step_cost(wider, 1)  # another shape
+    assert len(probes) == 3
+    later = est.time.time() + est.PROBE_KEPT_S + 1
+    monkeypatch.setattr(est.time, "time", lambda: later)
+    est.probed_step_cost(pack, 1)
+    assert len(probes) == 4
+
+
+def test_a_damaged_probe_cache_is_probed_over_and_rewritten(monkeypatch, tmp_path):
+    monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(est, "measure_step_cost", lambda pack, threads: COST)
+    (tmp_path / "step_costs.json").write_text("[1, 2")
+    pack = make_plan(_sweep(), set()).specs[:3]
+    assert est.probed_step_cost(pack, 1) == COST
+    kept = json.loads((tmp_path / "step_costs.json").read_text())
+    assert [v["step_s"] for v in kept.values()] == [COST.step_s]
+
+
+def _charged_training(monkeypatch, setup, step, evaluation, burst):
+    """train_pack as a clock that charges a known cost, plus `burst(steps, eval_every)` s."""
+    import sweeper.train
+
+    clock = [0.0]
+
+    def fake_training(specs):
+        train = specs[0].train
+        clock[0] += len(specs) * (setup + step * train["steps"]
+                                  + evaluation * est.evaluations(train))
+        clock[0] += burst(train["steps"], train["eval_every"])
+
+    monkeypatch.setattr(sweeper.train, "train_pack", fake_training)
+    monkeypatch.setattr(est.time, "perf_counter", lambda: clock[0])
+
+
+def test_a_burst_of_load_on_the_probes_short_training_is_timed_again(monkeypatch):
+    """The first estimate of quick.yaml measured a step at 0 s (its short trainings both ran
+    during a burst of load from elsewhere, as long as its long ones) and said 117 s for a run
+    of 454 s. Timings that contradict each other are taken again."""
+    n = est.PROBE_STEPS
+    calls = []
+
+    def burst(steps, every):
+        calls.append((steps, every))
+        return 5.0 if calls.count((n, n)) <= 2 and (steps, every) == (n, n) else 0.0
+
+    _charged_training(monkeypatch, 0.4, 0.02, 0.05, burst)
+    pack = make_plan(_sweep(), set()).specs[:3]
+    cost = est.measure_step_cost(pack, threads=1)
+    assert (cost.setup_s, cost.step_s, cost.evaluation_s) == pytest.approx((0.4, 0.02, 0.05))
+    assert calls.count((n, n)) == 4
+
+
+def test_a_probe_that_stays_contradictory_charges_whole_trainings_not_nothing(monkeypatch):
+    n = est.PROBE_STEPS
+    _charged_training(monkeypatch, 0.4, 0.02, 0.05,
+                      lambda steps, every: 5.0 if (steps, every) == (n, n) else 0.0)
+    pack = make_plan(_sweep(), set()).specs[:3]
+    cost = est.measure_step_cost(pack, threads=1)
+    middle = 3 * (0.4 + 2 * n * 0.02 + 3 * 0.05)
+    assert cost.step_s == pytest.approx(middle / (2 * n) / 3) and cost.step_s > 0.02
+
+
+def test_run_with_no_estimate_trains_without_probing(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(est, "measure_step_cost", lambda *a: pytest.fail("probe ran"))
+    path = write_sweep(tmp_path / "tiny.yaml", {**TINY, "seeds": 1, "name": "unprobed"})
+    rc, out, err = cli(["run", path, "--results", tmp_path / "r", "--executor", "local",
+                        "--no-estimate"])
+    assert rc == 0, err
+    assert "(no estimate)" in out and "ran 2 trials" in out
+
+
+def test_each_shape_is_probed_and_charged_its_own_cost(monkeypatch, tmp_path):
+    """quick.yaml's one-head packs cost less a step than its four-head ones; charging every
+    pack the largest pack's cost overestimated its local run by 30%."""
+    monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(est, "load_factor", lambda: 1.0)
+    probed = {}
+
+    def by_heads(pack, threads):
+        heads = pack[0].flat()["model.heads"]
+        probed[heads] = len(pack)
+        return est.StepCost(step_s=0.01 * heads, evaluation_s=0.0)
+
+    monkeypatch.setattr(est, "measure_step_cost", by_heads)
+    plan = make_plan(_sweep(**{"axes.model.heads": {"grid": [1, 4]}}), set())
+    how = est.parallelism("local", plan.sweep)
+    estimate = est.estimate_run(plan, None, how, pack_size=None)
+    assert sorted(probed) == [1, 4] and "of each of 2 shapes" in estimate.basis
+    steps = plan.specs[0].train["steps"]
+    trials = {h: sum(s.flat()["model.heads"] == h for s in plan.sharing.trainings) for h in (1, 4)}
+    training = sum(trials[h] * 0.01 * h * steps for h in (1, 4))
+    assert estimate.training_s == pytest.approx(training + estimate.packs * est.LOCAL_PACK_S)
+
+
+def test_past_the_probe_cap_the_other_shapes_are_charged_the_costliest(monkeypatch, tmp_path):
+    monkeypatch.setenv("SWEEPER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(est, "PROBE_SHAPES", 2)
+    probed = []
+
+    def by_heads(pack, threads):
+        probed.append(pack[0].flat()["model.heads"])
+        return est.StepCost(step_s=0.01 * pack[0].flat()["model.heads"], evaluation_s=0.0)
+
+    monkeypatch.setattr(est, "measure_step_cost", by_heads)
+    plan = make_plan(_sweep(**{"axes.model.heads": {"grid": [1, 2, 4, 8]}}), set())
+    packs = [[s] for s in plan.sharing.trainings]
+    costs = est._probe_each_shape(packs, 1)
+    shapes = {est._shape_of(p) for p in packs}
+    assert len(probed) == 2 and len(costs) == len(shapes) > 2
+    costliest = max(probed) * 0.01
+    assert sorted(c.step_s for c in costs.values()) == pytest.approx(sorted(
+        [0.01 * h for h in probed] + [costliest] * (len(shapes) - 2)))

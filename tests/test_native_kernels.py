@@ -83,6 +83,23 @@ def test_the_native_module_is_named_for_the_instruction_set_it_was_built_for():
     assert (flags == []) == (isa == "generic")
 
 
+def test_two_checkouts_of_the_same_sources_build_apart(tmp_path, monkeypatch):
+    """torch's build file names the sources by path: two checkouts sharing one build name
+    rebuilt each other's module on every load (minutes each on 2 cores)."""
+    import shutil
+
+    names = []
+    for checkout in ("a", "b", "a"):
+        folder = tmp_path / checkout
+        folder.mkdir(exist_ok=True)
+        for path in native.SOURCES + native.HEADERS:
+            shutil.copy(path, folder / path.name)
+        monkeypatch.setattr(native, "SOURCES", [folder / p.name for p in native.SOURCES])
+        monkeypatch.setattr(native, "HEADERS", [folder / p.name for p in native.HEADERS])
+        names.append(native.build_name())
+    assert names[0] == names[2] != names[1]
+
+
 def test_without_a_compiler_training_falls_back_to_the_reference_path_in_one_line(tmp_path):
     script = textwrap.dedent("""
         from sweeper.families import family_of
@@ -259,17 +276,19 @@ def test_native_readout_loss_refuses_targets_out_of_range():
                                 torch.full((K, M), V))
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_the_training_loss_without_logits_equals_the_logits_loss_in_float64(cell):
-    """Seq2Seq.token_nll (the fused readout and loss) against metrics.token_nll of the logits
-    on the reference path: a mixed-vocabulary pack of three models, values and gradients."""
+@pytest.mark.parametrize("cell,heads,bias", [("lstm", 2, True), ("gru", 2, True),
+                                             ("lstm", 1, True), ("lstm", 3, False)])
+def test_the_training_loss_without_logits_equals_the_logits_loss_in_float64(cell, heads, bias):
+    """Seq2Seq.token_nll (the fused readout and loss, the context folded into W_c) against
+    metrics.token_nll of the logits on the reference path: a mixed-vocabulary pack of three
+    models, values and gradients."""
     from sweeper import metrics as M
 
     require_native()
     L, B = 6, 9
     symbols = [L + 4, L + 2, L + 4]
-    model = Seq2Seq(Seq2SeqConfig(width=12, heads=2, cell=cell), symbols=symbols,
-                    seeds=[3, 4, 5], dtype=F64)
+    model = Seq2Seq(Seq2SeqConfig(width=12, heads=heads, cell=cell, projection_bias=bias),
+                    symbols=symbols, seeds=[3, 4, 5], dtype=F64)
     gen = torch.Generator().manual_seed(1)
     src, dec_in, tgt = (torch.stack([torch.randint(0, v, (B, L + 1), generator=gen)
                                      for v in symbols]) for _ in range(3))

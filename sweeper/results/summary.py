@@ -375,6 +375,8 @@ def sweep_progress(counts: dict[str, int], progress: dict | None, *, planned: in
         pending = unstored - running
     if state == "finished" and pending and not adaptive:
         state = "interrupted"
+    elif state == "interrupted" and pending == 0 and not running and not adaptive:
+        state = "finished"  # a signal during its last pack: every trial of the plan is stored
     return SweepProgress(state, stored, stored - failed, failed, running, pending,
                          None if planned is None else int(planned), age,
                          progress.get("updated"),

@@ -52,6 +52,7 @@ from torch import nn
 
 from sweeper.families.copy.config import Seq2SeqConfig
 from sweeper.layers import init as I
+from sweeper.layers import native
 from sweeper.layers import recurrence as R
 from sweeper.layers.attention import attention
 from sweeper.layers.packed import linear
@@ -234,14 +235,21 @@ class Seq2Seq(nn.Module):
             attn = dec.new_full((K, H, B, T, S), 1.0 / S)
             ctx = linear(enc.mean(dim=2), self.w_v.sum(dim=1) / H) + self._value_bias()[:, None]
             return attn, ctx[:, :, None].expand(K, B, T, d)
+        attn, mixed = self._mix(dec, enc)
+        ctx = linear(mixed, self.w_v.reshape(K, H * d, d) / H, self._value_bias())  # [K, B, T, d]
+        return attn, ctx
+
+    def _mix(self, dec: torch.Tensor, enc: torch.Tensor) -> tuple:
+        """Per-head attention [K, H, B, T, S] and each head's mixture of the encoder states
+        [K, B, T, H d] (before W_v)."""
+        K, B, T, d = dec.shape
+        S, H = enc.shape[2], self.cfg.heads
         w_q = self.w_q.transpose(1, 2).reshape(K, d, H * d)  # [K, d, H d]
         b_q = self.b_q.reshape(K, H * d) if self.cfg.projection_bias else None
         query = linear(dec, w_q, b_q).view(K * B, T * H, d)  # rows (t, h)
         keys = enc.reshape(K * B, S, d)  # a view (of the encoder's time-major states)
         attn, mixed = attention(query, keys)  # [K B, T H, S], [K B, T H, d]
-        ctx = linear(mixed.view(K, B, T, H * d), self.w_v.reshape(K, H * d, d) / H,
-                     self._value_bias())  # [K, B, T, d]
-        return attn.view(K, B, T, H, S).permute(0, 3, 1, 2, 4), ctx
+        return attn.view(K, B, T, H, S).permute(0, 3, 1, 2, 4), mixed.view(K, B, T, H * d)
 
     def _value_bias(self) -> torch.Tensor:
         """[K, d]: the heads' value biases averaged (as their contexts are); 0 without them."""
@@ -316,10 +324,28 @@ class Seq2Seq(nn.Module):
         written, forward or backward).
         """
         enc, dec = self.states(src, dec_in)
-        _, ctx = self.attend(dec, enc)
+        if native.enabled() and self.cfg.attention != "uniform":
+            pre = self._folded_preactivation(dec, self._mix(dec, enc)[1], scale=2.0)
+        else:  # the reference path: the context, then W_c [s; c] + b_c
+            pre = self.readout_preactivation(dec, self.attend(dec, enc)[1], scale=2.0)
         w_out, b_out = self._readout_output()
-        return sigmoid_readout_nll(self.readout_preactivation(dec, ctx, scale=2.0), w_out, b_out,
-                                   target)
+        return sigmoid_readout_nll(pre, w_out, b_out, target)
+
+    def _folded_preactivation(self, dec: torch.Tensor, mixed: torch.Tensor,
+                              scale: float) -> torch.Tensor:
+        """`readout_preactivation(dec, ctx)` from the heads' mixtures [K, B, T, H d] without
+        the context: W_c[d:] c = W_c[d:] (W_v mixed / H + b_v) = (W_v / H W_c[d:]) mixed +
+        W_c[d:] b_v, the [H d, d] product of the two small weights formed once a step. The
+        training loss needs no context, so this saves the context's product, forward and
+        backward (three [B T, d] x [d, d] products a step), and the add of the two parts."""
+        K, d, H = dec.shape[0], self.cfg.width, self.cfg.heads
+        w_c = self.w_c * scale  # [K, 2 d, d]
+        through = torch.bmm(self.w_v.reshape(K, H * d, d) / H, w_c[:, d:])  # [K, H d, d]
+        bias = torch.baddbmm((self.b_c * scale)[:, None], self._value_bias()[:, None],
+                             w_c[:, d:])  # [K, 1, d]
+        pre = linear(dec, w_c[:, :d], bias[:, 0])  # [K, B, T, d]
+        return torch.baddbmm(pre.view(K, -1, d), mixed.reshape(K, -1, H * d),
+                             through).view(dec.shape)
 
     def one_hot_logits(self, out: Seq2SeqOutput) -> torch.Tensor:
         """Logits [K, B, T, S, V] at each decoder step t if attention were one-hot on source l.

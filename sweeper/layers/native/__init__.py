@@ -85,13 +85,16 @@ def build_name() -> str:
     environment. torch rebuilds a cached module whose build settings changed, and a module built
     in another virtualenv has other include paths: without the environment in the name, two
     environments on one machine sharing the cache rebuild each other's module on every load
-    (seen: two test suites side by side, each waiting minutes on the other's builds)."""
+    (seen: two test suites side by side, each waiting minutes on the other's builds). The
+    sources' folder is in it for the same reason: torch's build file names the sources by path,
+    so two checkouts of the same code (a worktree, a clone) rebuilt each other's module."""
     import torch
 
     isa, flags = instruction_set()
+    folder = str(SOURCES[0].parent.resolve())
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in SOURCES + HEADERS)
                             + " ".join(_cflags(flags)).encode()
-                            + f"{sys.prefix}|{torch.__version__}".encode())
+                            + f"{sys.prefix}|{torch.__version__}|{folder}".encode())
     return f"sweeper_kernels_{isa}_{digest.hexdigest()[:10]}"
 
 
