@@ -254,10 +254,14 @@ async function drawPhase() {
   const facet = $("facet").value;
   const args = {sweep: app.sweep, x, y, facet: facet === x || facet === y ? "none" : facet,
                 outcome: $("outcome").value, min_seeds: String($("min-seeds").value || 3)};
+  // Two changes in a row (outcome, then min seeds) start two draws whose answers may come
+  // back in either order: only the latest draw may write the map and its title.
+  const draw = app.phaseDraw = (app.phaseDraw || 0) + 1;
   const prefetched = early.phase ? await early.phase : null;
   early.phase = null;
   const data = prefetched && JSON.stringify(prefetched.args) === JSON.stringify(args)
     && prefetched.data.revision === app.state.revision ? prefetched.data : await api("phase", args);
+  if (draw !== app.phaseDraw) return;
   if (data.empty) { $("phase-title").textContent = "no trials stored yet"; return; }
   app.phase = data;
   $("phase-title").textContent = data.title;
