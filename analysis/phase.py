@@ -787,7 +787,11 @@ def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
 def draws_cells(results) -> bool:
     """Whether the loaded sweeps sampled their cells at random (a random or Optuna search: the
     manifest's search facts), not on a grid; a boundary search samples a grid's cells."""
-    manifests = list(getattr(results, "manifests", {}).values())
+    return manifests_draw_cells(list(getattr(results, "manifests", {}).values()))
+
+
+def manifests_draw_cells(manifests: Sequence[Mapping]) -> bool:
+    """`draws_cells` of the sweeps these manifests describe (the dashboard's one)."""
     if not manifests:
         return False
     facts = [search_facts(m) for m in manifests]

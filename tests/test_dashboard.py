@@ -335,6 +335,7 @@ def test_a_continuous_axis_is_binned_and_log_scaled(tmp_path):
                            pack_size=8, seed=0, failed=0.0, diverged=0.0)
     manifest = tmp_path / "rand" / "manifest.json"
     data = json.loads(manifest.read_text())
+    data["search"] = "random"  # as a run writes it
     data["sweep_file"] = ("name: rand\nsearch: {type: random, trials: 40}\naxes:\n  train:\n"
                           "    lr: {loguniform: [0.0001, 0.01]}\n  task:\n"
                           "    cooccurrence: {choice: [0.0, 1.0]}\n")
@@ -348,12 +349,66 @@ def test_a_continuous_axis_is_binned_and_log_scaled(tmp_path):
     phase = view.phase("train.lr", "task.cooccurrence", None)
     assert phase["x"]["kind"] == "log" and len(phase["x"]["values"]) <= 8
     assert sum(c["n_trials"] for c in phase["cells"]) == 40
-    cell = next(c for c in phase["cells"] if c["n_trials"])
-    assert "lo" in cell["conditions"][0]
-    assert view.cell(cell["conditions"])["total"] == cell["n_trials"]
+    for cell in phase["cells"]:  # each trial in one cell's drill-down, as in the map
+        assert "lo" in cell["conditions"][0]
+        assert view.cell(cell["conditions"])["total"] == cell["n_trials"]
     search = view.search()
     assert len(search["cells"]) == 40 and search["type"] == "random"
     assert next(p for p in search["parameters"] if p["column"] == "train.lr")["kind"] == "log"
+
+
+def test_a_drawn_sweeps_map_has_the_bins_and_counts_of_sweeper_phase(tmp_path):
+    """The page's map of a random search is cut as `sweeper phase` cuts it by default
+    (DEFAULT_BINS quantile bins of the sampled values): the same edges, the same trials and
+    successes per cell; a grid with many values keeps one cell per value."""
+    from analysis.dashboard.data import SweepView
+    from analysis.phase import DEFAULT_BINS, phase_from_results
+
+    configs = synthetic.copy_configs(cooccurrence=(0.0, 1.0), hardness=(0.0,), heads=(1,),
+                                     seeds=1)
+    rng = np.random.default_rng(1)
+    rows = pd.concat([configs] * 30, ignore_index=True)
+    rows["task.hardness"] = rng.uniform(0, 1, len(rows))
+    rows["seed"] = np.arange(len(rows))
+    rows = synthetic._with_ids(rows.drop(columns="trial_id").to_dict("records"))
+    synthetic._write_sweep(tmp_path, "drawn", rows, topic=False, pack_by=["task.cooccurrence"],
+                           pack_size=10, seed=0, failed=0.0, diverged=0.0)
+    manifest = tmp_path / "drawn" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["search"] = "random"
+    data["sweep_file"] = ("name: drawn\nsearch: {type: random, trials: 60}\naxes:\n  task:\n"
+                          "    hardness: {uniform: [0.0, 1.0]}\n"
+                          "    cooccurrence: {choice: [0.0, 1.0]}\n")
+    manifest.write_text(json.dumps(data))
+
+    page = SweepView(LOCAL, str(tmp_path), "drawn").phase(
+        "task.hardness", "task.cooccurrence", None, min_seeds=1)
+    cli = phase_from_results(load(tmp_path, "drawn"), "task.hardness", "task.cooccurrence",
+                             min_seeds=1)
+    edges = cli.bins["task.hardness"].edges
+    assert len(edges) == DEFAULT_BINS + 1
+    assert [b[0] for b in page["x"]["bins"]] + [page["x"]["bins"][-1][1]] == \
+        pytest.approx(edges)
+    expected = {}
+    for _, row in cli.cells.iterrows():
+        lo = edges[cli.bins["task.hardness"].labels.index(row["task.hardness"])]
+        expected[(round(lo, 12), float(row["task.cooccurrence"]))] = (
+            int(row["n_trials"]), int(row["successes"]))
+    drawn = {}
+    for cell in page["cells"]:
+        bin_, value = cell["conditions"]
+        drawn[(round(bin_["lo"], 12), float(value["value"]))] = (
+            int(cell["n_trials"]), int(cell["successes"]))
+    assert drawn == {k: v for k, v in expected.items() if v[0]}
+
+    grid = synthetic.copy_configs(cooccurrence=tuple(np.linspace(0, 1, 15).round(4)),
+                                  hardness=(0.0, 1.0), heads=(1,), seeds=1)
+    grid = synthetic._with_ids(grid.drop(columns="trial_id").to_dict("records"))
+    synthetic._write_sweep(tmp_path, "fine", grid, topic=False, pack_by=["task.hardness"],
+                           pack_size=15, seed=0, failed=0.0, diverged=0.0)
+    fine = SweepView(LOCAL, str(tmp_path), "fine")
+    assert not any(a["binned"] for a in fine.axes())
+    assert len(fine.phase("task.cooccurrence", "task.hardness", None)["x"]["values"]) == 15
 
 
 # ---------------------------------------------------------------- plots, seeds, plan

@@ -58,10 +58,15 @@ from ..axes import (
 )
 from ..errors import AnalysisInputError
 from ..outcomes import derived_columns
-from ..phase import default_axes, phase_from_summary
+from ..phase import (
+    DEFAULT_BINS,
+    AxisBins,
+    axis_bins,
+    default_axes,
+    manifests_draw_cells,
+    phase_from_summary,
+)
 from ..search import (
-    BINS,
-    MAX_LEVELS,  # a numeric axis with more distinct values is binned in the phase view
     history,
     is_yes_no,
     objective_cells,
@@ -183,6 +188,7 @@ class SweepView:
         """The columns that vary (the sweep's axes), each with how it is drawn."""
         cells = self.summary.cells if self.summary is not None else pd.DataFrame()
         info = search_info(self.manifest())
+        drawn = manifests_draw_cells([self.manifest()])
         out, derived = [], derived_columns()
         for column in cells.columns:
             if (not column.startswith(("task.", "model.", "train.")) or column in derived
@@ -197,7 +203,8 @@ class SweepView:
                                                               is_log_spaced(values)))
             kind = "log" if log else "linear" if numeric else "category"
             out.append({"column": column, "label": axis_label(column), "kind": kind,
-                        "levels": len(values), "binned": numeric and len(values) > MAX_LEVELS})
+                        "levels": len(values),
+                        "binned": drawn and _axis_bins(cells, column) is not None})
         return out
 
     def state(self) -> dict:
@@ -253,13 +260,13 @@ class SweepView:
         outcome = outcome or self.outcome()
         info = search_info(self.manifest())
         frame, bins = cells.copy(), {}
-        for column in (x, y, facet):
-            if column is None:
-                continue
-            values = _sorted(frame[column].dropna().unique().tolist())
-            if is_numeric(values) and len(values) > MAX_LEVELS:
+        drawn = manifests_draw_cells([self.manifest()])
+        for column in (x, y, facet) if drawn else ():  # a grid's values are its cells
+            made = None if column is None else _axis_bins(cells, column)
+            if made is not None:
+                values = _sorted(frame[column].dropna().unique().tolist())
                 log = info.axes.get(column) == "loguniform" or is_log_spaced(values)
-                frame[column], bins[column] = _binned(frame[column], values, log)
+                frame[column], bins[column] = _at_bin_centres(frame[column], made, log)
         threshold = (DEFAULT_THRESHOLDS.attention_learned if outcome == "attention_learned"
                      else DEFAULT_THRESHOLDS.accuracy)  # the stored outcomes' thresholds
         phase = phase_from_summary(frame, x, y, facet, outcome=outcome, min_seeds=min_seeds,
@@ -533,9 +540,11 @@ def _matching(frame: pd.DataFrame, conditions: list[dict], strict: bool) -> np.n
                 raise AnalysisInputError(f"unknown column {column!r}")
             continue
         values = frame[column]
-        if "lo" in cond:
+        if "lo" in cond:  # a bin [lo, hi), the last one [lo, hi] (as `AxisBins.assign`)
             numbers = pd.to_numeric(values, errors="coerce").astype(float)
-            mask &= ((numbers >= float(cond["lo"])) & (numbers <= float(cond["hi"]))).to_numpy()
+            lo, hi = float(cond["lo"]), float(cond["hi"])
+            below = (numbers < hi) | ((numbers == hi) & (hi >= numbers.max()))
+            mask &= ((numbers >= lo) & below).to_numpy()
         elif cond.get("value") is None:
             mask &= values.isna().to_numpy()
         else:
@@ -552,19 +561,30 @@ def _equal(values: pd.Series, value) -> np.ndarray:
     return (values.astype(str) == str(value)).to_numpy()
 
 
-def _binned(column: pd.Series, values: list, log: bool) -> tuple[pd.Series, list]:
-    """A continuous axis cut into BINS bins (log-spaced for a log axis); each row gets its
-    bin's centre, and the bins' [lo, hi] in order of their centres."""
-    lo, hi = float(values[0]), float(values[-1])
-    if log and lo > 0:
-        edges = np.exp(np.linspace(math.log(lo), math.log(hi), BINS + 1))
-        centers = np.sqrt(edges[1:] * edges[:-1])
-    else:
-        edges = np.linspace(lo, hi, BINS + 1)
-        centers = (edges[1:] + edges[:-1]) / 2
+def _axis_bins(cells: pd.DataFrame, column: str) -> AxisBins | None:
+    """The bins `sweeper phase` draws a drawn sweep's axis in by default (`axis_bins`:
+    DEFAULT_BINS quantile bins of the counted trials' values), from the cell summary: each
+    cell's value once per trial it counts. None where the axis keeps its values."""
+    counted = sum(cells[c] for c in ("ok", "diverged") if c in cells.columns)
+    if isinstance(counted, int):  # a summary without status counts: every trial
+        counted = cells["n_trials"]
+    values = pd.to_numeric(cells[column], errors="coerce")
+    if pd.api.types.is_bool_dtype(values):
+        return None
+    repeats = counted.fillna(0).astype(int).clip(lower=0).to_numpy()
+    return axis_bins(column, pd.Series(np.repeat(values.to_numpy(float), repeats)),
+                     DEFAULT_BINS)
+
+
+def _at_bin_centres(column: pd.Series, bins: AxisBins, log: bool) -> tuple[pd.Series, list]:
+    """Each row's bin centre (geometric on a log axis), for a map drawn on the axis's own
+    scale, and the used bins' [lo, hi] in order."""
+    edges = np.asarray(bins.edges, dtype=float)
+    centres = (np.sqrt(edges[1:] * edges[:-1]) if log and edges[0] > 0
+               else (edges[1:] + edges[:-1]) / 2)
     numbers = pd.to_numeric(column, errors="coerce").astype(float)
-    which = np.clip(np.searchsorted(edges, numbers, side="right") - 1, 0, BINS - 1)
-    mapped = pd.Series(centers[which], index=column.index).where(numbers.notna())
+    which = np.clip(np.searchsorted(edges, numbers, side="right") - 1, 0, len(centres) - 1)
+    mapped = pd.Series(centres[which], index=column.index).where(numbers.notna())
     used = sorted(set(which[numbers.notna().to_numpy()].tolist()))
     return mapped, [[float(edges[i]), float(edges[i + 1])] for i in used]
 
