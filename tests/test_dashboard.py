@@ -260,7 +260,34 @@ def test_the_trials_api_lists_every_trial_with_query_columns_sorts_and_filters(s
     assert {r[chosen["columns"].index("model.heads")] for r in chosen["rows"]} == {2}
 
 
+def test_the_trials_api_pages_the_sorted_filtered_rows(server, root):
+    """A page is `limit` rows from `offset` of the sorted, filtered table: the pages put
+    together are the whole table, each row once, and `matched` counts them all."""
+    from analysis.query import DEFAULT, query_frame
+
+    where = "seed < 5"
+    every = query_frame(root, "copy", where=where, columns=DEFAULT).sort_values(
+        "final_loss", kind="stable", na_position="last")["trial_id"].tolist()
+    assert len(every) > 2 * 25
+    pages, offset = [], 0
+    while True:
+        page = api(server, "trials", sweep="copy", where=where, sort="final_loss",
+                   offset=str(offset), limit="25")
+        assert page["matched"] == len(every) and page["total"] == 144
+        assert page["offset"] == offset and len(page["rows"]) <= 25
+        if not page["rows"]:
+            break
+        at = page["columns"].index("trial_id")
+        pages.append([r[at] for r in page["rows"]])
+        offset += 25
+    assert [len(p) for p in pages[:-1]] == [25] * (len(pages) - 1)
+    assert sum(pages, []) == every
+    assert len(api(server, "trials", sweep="copy")["rows"]) == 144  # one page by default
+
+
 @pytest.mark.parametrize(("args", "start"), [
+    ({"limit": "0"}, "limit: got 0; allowed: an integer >= 1 and <= 10000"),
+    ({"offset": "-1"}, "offset: got -1; allowed: an integer >= 0"),
     ({"where": "model.heads =="}, "malformed where 'model.heads ==' at position 14"),
     ({"where": "nope == 1"}, "unknown column 'nope' in where"),
     ({"sort": "nope"}, "sort: got 'nope'; allowed: task.cooccurrence"),

@@ -529,3 +529,50 @@ def test_an_interrupted_and_resumed_sweep_shows_the_same_counts_as_status(browse
         if resumed is not None:
             stop(resumed)
         stop(dashboard)
+
+
+@pytest.mark.slow
+def test_a_large_table_pages_and_a_link_reopens_its_page(browser, tmp_path):
+    """1,080 trials: the table shows the first 1,000 of the sorted rows with the pager; next
+    shows the rest; the address then opens that page; a filter starts again at its first."""
+    try:
+        import synthetic_stores as synthetic
+        from analysis_fixtures import serving_dashboard
+    except ImportError:
+        from tests import synthetic_stores as synthetic
+        from tests.analysis_fixtures import serving_dashboard
+    from analysis.query import DEFAULT, query_frame
+
+    synthetic.write_copy_sweep(tmp_path, "big", cooccurrence=(0.0, 0.25, 0.5),
+                               hardness=(0.0, 0.5, 1.0), heads=(1, 2), seeds=60, pack_size=60)
+    every = query_frame(tmp_path, "big", columns=DEFAULT)["trial_id"].tolist()
+    assert len(every) == 1080
+
+    def table(page) -> tuple:
+        section = "document.getElementById('trials-section').dataset"
+        return (page_value(page, f"{section}.matched"), page_value(page, f"{section}.offset"),
+                _rows(page))
+
+    with serving_dashboard(tmp_path, "big") as url:
+        page, messages = _open(browser, url + "/?sweep=big")
+        wait_until(lambda: table(page) == ("1080", "0", every[:1000]), 60, "the first page")
+        assert page_value(page, "document.getElementById('pager').hidden") is False
+        assert page_value(page, "document.getElementById('page-previous').disabled") is True
+        page.click("#page-next")
+        wait_until(lambda: table(page) == ("1080", "1000", every[1000:]), 30, "the second page")
+        assert page_value(page, "document.getElementById('page-next').disabled") is True
+        assert "rows 1001–1080 of 1080" in page_value(
+            page, "document.getElementById('trials-count').textContent")
+        link = _address(page)
+        assert "offset=1000" in link
+
+        restored, messages2 = _open(browser, link)
+        wait_until(lambda: table(restored) == ("1080", "1000", every[1000:]), 60,
+                   "the linked page")
+        restored.fill("#where", "seed < 2")
+        restored.press("#where", "Enter")
+        chosen = query_frame(tmp_path, "big", where="seed < 2", columns=DEFAULT)
+        wait_until(lambda: table(restored) == ("36", "0", chosen["trial_id"].tolist()), 30,
+                   "the filter's first page")
+        assert page_value(restored, "document.getElementById('pager').hidden") is True
+        assert messages == [] and messages2 == []

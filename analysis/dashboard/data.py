@@ -78,6 +78,7 @@ from ..search import (
 )
 
 MAX_CURVES = 200  # seeds drawn per cell
+TABLE_PAGE = 1000  # trials table rows a request returns unless it asks for another page size
 
 
 def plain(value: Any) -> Any:
@@ -410,10 +411,16 @@ class SweepView:
                 if source.get(tid, tid) in curves}
 
     def table(self, where: str | None = None, sort: str | None = None,
-              descending: bool = False) -> dict:
-        """Every trial (or those `where` selects, `sweeper query`'s filter language) with the
+              descending: bool = False, offset: int = 0, limit: int = TABLE_PAGE) -> dict:
+        """The trials (those `where` selects, `sweeper query`'s filter language) with the
         columns `sweeper query` prints by default (`query_frame(columns=DEFAULT)`), sorted by
-        the swept columns and seed, or by `sort`."""
+        the swept columns and seed, or by `sort`: `limit` rows from `offset` of the `matched`
+        ones (a page: a sweep of thousands of trials is not sent whole at every pack)."""
+        whole = self._whole_table(where, sort, descending)
+        return {**whole, "rows": whole["rows"][offset:offset + limit], "offset": offset,
+                "limit": limit, "matched": len(whole["rows"])}
+
+    def _whole_table(self, where: str | None, sort: str | None, descending: bool) -> dict:
         from ..query import DEFAULT, query_frame
 
         self.refresh()

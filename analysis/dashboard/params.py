@@ -23,11 +23,13 @@ ROUTES: dict[str, tuple[str, ...]] = {
     "/api/failed": ("sweep",),
     "/api/search": ("sweep",),
     "/api/metrics": ("sweep",),
-    "/api/trials": ("sweep", "where", "sort", "order"),
+    "/api/trials": ("sweep", "where", "sort", "order", "offset", "limit"),
     "/api/curves": ("sweep", "trials", "metrics"),
 }
 MAX_TRIAL_IDS = 500  # the curves of a selection: MAX_CURVES of data.py is drawn per cell
 MAX_MIN_SEEDS = 100_000
+MAX_TABLE_PAGE = 10_000  # trials table rows in one answer
+MAX_OFFSET = 10**9
 MAX_CELL_CHARS = 100_000  # a cell's conditions as JSON: a few hundred characters in practice
 MAX_CONDITIONS = 64
 CONDITION_KEYS = ("column", "value", "lo", "hi")

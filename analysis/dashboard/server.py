@@ -31,8 +31,8 @@ from sweeper.numbers import check_int, shown
 from sweeper.results.errors import ResultsInputError, one_line
 
 from ..errors import AnalysisInputError
-from .data import SweepView
-from .params import MAX_MIN_SEEDS, MAX_TRIAL_IDS, Params
+from .data import TABLE_PAGE, SweepView
+from .params import MAX_MIN_SEEDS, MAX_OFFSET, MAX_TABLE_PAGE, MAX_TRIAL_IDS, Params
 
 STATIC = Path(__file__).with_name("static")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -237,7 +237,9 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/api/trials":
             view = d.view(arg("sweep"))
             self._json(view.table(arg("where"), arg("sort") or None,
-                                  params.choice("order", ("asc", "desc")) == "desc"))
+                                  params.choice("order", ("asc", "desc")) == "desc",
+                                  params.integer("offset", 0, 0, MAX_OFFSET),
+                                  params.integer("limit", TABLE_PAGE, 1, MAX_TABLE_PAGE)))
         elif path == "/api/curves":
             view = d.view(arg("sweep"))
             self._json(view.curves(params.names("trials", MAX_TRIAL_IDS),

@@ -13,6 +13,7 @@ const app = {sweep: params.get("sweep"), state: null, revision: null, phase: nul
                                          facet: params.get("facet") || "none"} : null,
              outcome: params.get("outcome"), pendingCell: params.get("cell"),
              where: params.get("where") || "", sort: params.get("sort"),
+             offset: Math.max(0, parseInt(params.get("offset") || "0", 10) || 0),
              order: params.get("order") === "desc" ? "desc" : "asc", colour: params.get("colour"),
              selected: (params.get("rows") || "").split(",").filter(Boolean), table: null,
              tableKey: null};
@@ -78,7 +79,7 @@ async function start() {
     const select = $("sweep");
     select.addEventListener("change", () => {
       app.sweep = select.value; app.revision = null; app.axesKey = null; app.cell = null;
-      app.chosen = null; app.selected = []; app.where = ""; app.sort = null; app.tableKey = null;
+      app.chosen = null; app.selected = []; app.where = ""; app.sort = null; app.offset = 0; app.tableKey = null;
       app.failedTotal = -1; $("cell-section").hidden = true; poll();
     });
     for (const id of ["x", "y", "facet", "outcome", "min-seeds"]) {
@@ -90,8 +91,12 @@ async function start() {
     if (params.get("min_seeds")) $("min-seeds").value = params.get("min_seeds");
     $("where").value = app.where;
     $("where").addEventListener("keydown", (event) => {
-      if (event.key === "Enter") { app.where = $("where").value.trim(); drawTable(); }
+      if (event.key === "Enter") { app.where = $("where").value.trim(); app.offset = 0; drawTable(); }
     });
+    $("page-previous").addEventListener("click", () => {
+      app.offset = Math.max(0, app.offset - TABLE_PAGE); drawTable();
+    });
+    $("page-next").addEventListener("click", () => { app.offset += TABLE_PAGE; drawTable(); });
     $("colour").addEventListener("change", () => { app.colour = $("colour").value; drawOverlay(); });
     $("clear-selection").addEventListener("click", () => { app.selected = []; drawTable(); });
     await loadSweeps(early.sweeps);
@@ -454,9 +459,12 @@ function drawTrialsTable(data) {
 // ------------------------------------------------------------------ the trials table
 // Every trial with `sweeper query`'s default columns, filtered by its where language and
 // sorted server-side; a bad expression is shown as the server's one line.
+// The server sends one page of TABLE_PAGE rows (a sweep of thousands of trials is not sent
+// whole at every pack); sort and filter apply to all of them before the page is cut.
+const TABLE_PAGE = 1000;
 async function drawTable() {
   if (!app.sweep || !app.state || !app.state.stored) return;
-  const args = {sweep: app.sweep};
+  const args = {sweep: app.sweep, offset: String(app.offset), limit: String(TABLE_PAGE)};
   if (app.where) args.where = app.where;
   if (app.sort) { args.sort = app.sort; args.order = app.order; }
   $("where").value = app.where;
@@ -472,6 +480,10 @@ async function drawTable() {
   }
   $("where-error").hidden = true;
   delete $("trials-section").dataset.error;
+  if (data.matched && app.offset >= data.matched) {  // fewer rows now (a filter, a link)
+    app.offset = Math.floor((data.matched - 1) / TABLE_PAGE) * TABLE_PAGE;
+    return drawTable();
+  }
   app.table = data;
   const idAt = data.columns.indexOf("trial_id");
   const head = el("tr", {}, el("th", {}, "✓"), ...data.columns.map((c) => {
@@ -481,12 +493,12 @@ async function drawTable() {
     th.addEventListener("click", () => {
       app.order = app.sort === c && app.order === "asc" ? "desc" : "asc";
       app.sort = c;
+      app.offset = 0;
       drawTable();
     });
     return th;
   }));
-  const LIMIT = 2000;
-  const rows = data.rows.slice(0, LIMIT).map((row) => {
+  const rows = data.rows.map((row) => {
     const id = row[idAt];
     const box = el("input", {type: "checkbox"});
     box.checked = app.selected.includes(id);
@@ -505,10 +517,16 @@ async function drawTable() {
     return tr;
   });
   $("trials").replaceChildren(el("table", {}, el("thead", {}, head), el("tbody", {}, ...rows)));
-  const more = data.rows.length > LIMIT ? ` (the first ${LIMIT} shown)` : "";
-  $("trials-count").textContent = app.where ? `(${data.rows.length} of ${data.total} where ${app.where})${more}`
-    : `(${data.rows.length})${more}`;
+  const paged = data.matched > data.rows.length;
+  const shown = paged ? `rows ${data.offset + 1}–${data.offset + data.rows.length} of ` : "";
+  $("trials-count").textContent = app.where ? `(${shown}${data.matched} of ${data.total} where ${app.where})`
+    : `(${shown}${data.matched})`;
+  $("pager").hidden = !paged;
+  $("page-previous").disabled = data.offset === 0;
+  $("page-next").disabled = data.offset + data.rows.length >= data.matched;
   $("trials-section").dataset.rows = String(data.rows.length);
+  $("trials-section").dataset.matched = String(data.matched);
+  $("trials-section").dataset.offset = String(data.offset);
   markSelected();
   fillColour();
   syncUrl();
@@ -522,6 +540,7 @@ function filterBy(column, value) {
     : typeof value === "string" ? `${name} == '${value.replace(/\\/g, "\\\\").replace(/'/g, "\\'")}'`
     : `${name} == ${value}`;
   app.where = app.where ? `(${app.where}) and ${term}` : term;
+  app.offset = 0;
   drawTable();
 }
 
@@ -623,6 +642,7 @@ function syncUrl() {
   else if (app.pendingCell) set("cell", app.pendingCell);
   set("where", app.where);
   if (app.sort) { set("sort", app.sort); set("order", app.order); }
+  if (app.offset) set("offset", app.offset);
   set("colour", app.colour);
   if (app.selected.length && app.selected.length <= 50) set("rows", app.selected.join(","));
   set("metrics", params.get("metrics"));
