@@ -348,25 +348,33 @@ def test_a_non_loopback_bind_needs_allow_remote_and_then_a_token(root):
         httpd.server_close()
 
 
+def _write_random_sweep(root, name: str, draws: int, column: str, sample, axes_yaml: str):
+    """A random search's store, as a run writes it: `draws` values of `column` (`sample(n)`)
+    for each of c = 0 and 1, one seed each; the manifest names the search and its file's
+    `axes:` (`axes_yaml`)."""
+    configs = synthetic.copy_configs(cooccurrence=(0.0, 1.0), hardness=(0.0,), heads=(1,),
+                                     seeds=1)
+    rows = pd.concat([configs] * draws, ignore_index=True)
+    rows[column] = sample(len(rows))
+    rows["seed"] = np.arange(len(rows))
+    rows = synthetic._with_ids(rows.drop(columns="trial_id").to_dict("records"))
+    synthetic._write_sweep(root, name, rows, topic=False, pack_by=["task.cooccurrence"],
+                           pack_size=draws // 2, seed=0, failed=0.0, diverged=0.0)
+    manifest = root / name / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["search"] = "random"
+    data["sweep_file"] = (f"name: {name}\nsearch: {{type: random, trials: {2 * draws}}}\n"
+                          f"axes:\n{axes_yaml}")
+    manifest.write_text(json.dumps(data))
+
+
 def test_a_continuous_axis_is_binned_and_log_scaled(tmp_path):
     """A random search over a log-uniform lr: the phase view bins it on a log axis, and the
     search view has the objective per cell."""
-    configs = synthetic.copy_configs(cooccurrence=(0.0, 1.0), hardness=(0.0,), heads=(1,),
-                                     seeds=1)
     rng = np.random.default_rng(0)
-    rows = pd.concat([configs] * 20, ignore_index=True)
-    rows["train.lr"] = 10 ** rng.uniform(-4, -2, len(rows))
-    rows["seed"] = np.arange(len(rows))
-    rows = synthetic._with_ids(rows.drop(columns="trial_id").to_dict("records"))
-    synthetic._write_sweep(tmp_path, "rand", rows, topic=False, pack_by=["task.cooccurrence"],
-                           pack_size=8, seed=0, failed=0.0, diverged=0.0)
-    manifest = tmp_path / "rand" / "manifest.json"
-    data = json.loads(manifest.read_text())
-    data["search"] = "random"  # as a run writes it
-    data["sweep_file"] = ("name: rand\nsearch: {type: random, trials: 40}\naxes:\n  train:\n"
-                          "    lr: {loguniform: [0.0001, 0.01]}\n  task:\n"
-                          "    cooccurrence: {choice: [0.0, 1.0]}\n")
-    manifest.write_text(json.dumps(data))
+    _write_random_sweep(tmp_path, "rand", 20, "train.lr", lambda n: 10 ** rng.uniform(-4, -2, n),
+                        "  train:\n    lr: {loguniform: [0.0001, 0.01]}\n"
+                        "  task:\n    cooccurrence: {choice: [0.0, 1.0]}\n")
     from analysis.dashboard.data import SweepView
 
     view = SweepView(LOCAL, str(tmp_path), "rand")
@@ -391,22 +399,10 @@ def test_a_drawn_sweeps_map_has_the_bins_and_counts_of_sweeper_phase(tmp_path):
     from analysis.dashboard.data import SweepView
     from analysis.phase import DEFAULT_BINS, phase_from_results
 
-    configs = synthetic.copy_configs(cooccurrence=(0.0, 1.0), hardness=(0.0,), heads=(1,),
-                                     seeds=1)
     rng = np.random.default_rng(1)
-    rows = pd.concat([configs] * 30, ignore_index=True)
-    rows["task.hardness"] = rng.uniform(0, 1, len(rows))
-    rows["seed"] = np.arange(len(rows))
-    rows = synthetic._with_ids(rows.drop(columns="trial_id").to_dict("records"))
-    synthetic._write_sweep(tmp_path, "drawn", rows, topic=False, pack_by=["task.cooccurrence"],
-                           pack_size=10, seed=0, failed=0.0, diverged=0.0)
-    manifest = tmp_path / "drawn" / "manifest.json"
-    data = json.loads(manifest.read_text())
-    data["search"] = "random"
-    data["sweep_file"] = ("name: drawn\nsearch: {type: random, trials: 60}\naxes:\n  task:\n"
-                          "    hardness: {uniform: [0.0, 1.0]}\n"
-                          "    cooccurrence: {choice: [0.0, 1.0]}\n")
-    manifest.write_text(json.dumps(data))
+    _write_random_sweep(tmp_path, "drawn", 30, "task.hardness", lambda n: rng.uniform(0, 1, n),
+                        "  task:\n    hardness: {uniform: [0.0, 1.0]}\n"
+                        "    cooccurrence: {choice: [0.0, 1.0]}\n")
 
     page = SweepView(LOCAL, str(tmp_path), "drawn").phase(
         "task.hardness", "task.cooccurrence", None, min_seeds=1)
