@@ -348,7 +348,8 @@ def test_a_non_loopback_bind_needs_allow_remote_and_then_a_token(root):
         httpd.server_close()
 
 
-def _write_random_sweep(root, name: str, draws: int, column: str, sample, axes_yaml: str):
+def _write_random_sweep(root, name: str, draws: int, column: str, sample, axes_yaml: str,
+                        failed: float = 0.0):
     """A random search's store, as a run writes it: `draws` values of `column` (`sample(n)`)
     for each of c = 0 and 1, one seed each; the manifest names the search and its file's
     `axes:` (`axes_yaml`)."""
@@ -359,7 +360,7 @@ def _write_random_sweep(root, name: str, draws: int, column: str, sample, axes_y
     rows["seed"] = np.arange(len(rows))
     rows = synthetic._with_ids(rows.drop(columns="trial_id").to_dict("records"))
     synthetic._write_sweep(root, name, rows, topic=False, pack_by=["task.cooccurrence"],
-                           pack_size=draws // 2, seed=0, failed=0.0, diverged=0.0)
+                           pack_size=draws // 2, seed=0, failed=failed, diverged=0.0)
     manifest = root / name / "manifest.json"
     data = json.loads(manifest.read_text())
     data["search"] = "random"
@@ -392,20 +393,22 @@ def test_a_continuous_axis_is_binned_and_log_scaled(tmp_path):
     assert next(p for p in search["parameters"] if p["column"] == "train.lr")["kind"] == "log"
 
 
-def test_a_drawn_sweeps_map_has_the_bins_and_counts_of_sweeper_phase(tmp_path):
+@pytest.mark.parametrize("failed", [0.0, 0.3])
+def test_a_drawn_sweeps_map_has_the_bins_and_counts_of_sweeper_phase(tmp_path, failed):
     """The page's map of a random search is cut as `sweeper phase` cuts it by default
-    (DEFAULT_BINS quantile bins of the sampled values): the same edges, the same trials and
-    successes per cell; a grid with many values keeps one cell per value."""
+    (DEFAULT_BINS quantile bins of the sampled values, failed trials' included): the same
+    edges, the same trials and successes per cell, and each cell's drill-down holds its
+    trials; a grid with many values keeps one cell per value."""
     from analysis.dashboard.data import SweepView
     from analysis.phase import DEFAULT_BINS, phase_from_results
 
     rng = np.random.default_rng(1)
     _write_random_sweep(tmp_path, "drawn", 30, "task.hardness", lambda n: rng.uniform(0, 1, n),
                         "  task:\n    hardness: {uniform: [0.0, 1.0]}\n"
-                        "    cooccurrence: {choice: [0.0, 1.0]}\n")
+                        "    cooccurrence: {choice: [0.0, 1.0]}\n", failed=failed)
 
-    page = SweepView(LOCAL, str(tmp_path), "drawn").phase(
-        "task.hardness", "task.cooccurrence", None, min_seeds=1)
+    view = SweepView(LOCAL, str(tmp_path), "drawn")
+    page = view.phase("task.hardness", "task.cooccurrence", None, min_seeds=1)
     cli = phase_from_results(load(tmp_path, "drawn"), "task.hardness", "task.cooccurrence",
                              min_seeds=1)
     edges = cli.bins["task.hardness"].edges
@@ -423,6 +426,10 @@ def test_a_drawn_sweeps_map_has_the_bins_and_counts_of_sweeper_phase(tmp_path):
         drawn[(round(bin_["lo"], 12), float(value["value"]))] = (
             int(cell["n_trials"]), int(cell["successes"]))
     assert drawn == {k: v for k, v in expected.items() if v[0]}
+    for cell in page["cells"]:  # the top bin closed, the others [lo, hi)
+        assert cell["conditions"][0].get("closed", False) == (
+            cell["conditions"][0]["hi"] == pytest.approx(edges[-1]))
+        assert view.cell(cell["conditions"])["total"] == cell["n_trials"]
 
     grid = synthetic.copy_configs(cooccurrence=tuple(np.linspace(0, 1, 15).round(4)),
                                   hardness=(0.0, 1.0), heads=(1,), seeds=1)

@@ -205,7 +205,7 @@ class SweepView:
             kind = "log" if log else "linear" if numeric else "category"
             out.append({"column": column, "label": axis_label(column), "kind": kind,
                         "levels": len(values),
-                        "binned": drawn and _axis_bins(cells, column) is not None})
+                        "binned": drawn and _axis_bins(cells, column, [column]) is not None})
         return out
 
     def state(self) -> dict:
@@ -262,8 +262,8 @@ class SweepView:
         info = search_info(self.manifest())
         frame, bins = cells.copy(), {}
         drawn = manifests_draw_cells([self.manifest()])
-        for column in (x, y, facet) if drawn else ():  # a grid's values are its cells
-            made = None if column is None else _axis_bins(cells, column)
+        for column in (x, y) if drawn else ():  # a grid's values are its cells; the facet
+            made = _axis_bins(cells, column, [a for a in (x, y, facet) if a])  # keeps its own
             if made is not None:
                 values = _sorted(frame[column].dropna().unique().tolist())
                 log = info.axes.get(column) == "loguniform" or is_log_spaced(values)
@@ -550,7 +550,7 @@ def _matching(frame: pd.DataFrame, conditions: list[dict], strict: bool) -> np.n
         if "lo" in cond:  # a bin [lo, hi), the last one [lo, hi] (as `AxisBins.assign`)
             numbers = pd.to_numeric(values, errors="coerce").astype(float)
             lo, hi = float(cond["lo"]), float(cond["hi"])
-            below = (numbers < hi) | ((numbers == hi) & (hi >= numbers.max()))
+            below = numbers <= hi if cond.get("closed") else numbers < hi
             mask &= ((numbers >= lo) & below).to_numpy()
         elif cond.get("value") is None:
             mask &= values.isna().to_numpy()
@@ -568,24 +568,23 @@ def _equal(values: pd.Series, value) -> np.ndarray:
     return (values.astype(str) == str(value)).to_numpy()
 
 
-def _axis_bins(cells: pd.DataFrame, column: str) -> AxisBins | None:
+def _axis_bins(cells: pd.DataFrame, column: str, axes: list[str]) -> AxisBins | None:
     """The bins `sweeper phase` draws a drawn sweep's axis in by default (`axis_bins`:
-    DEFAULT_BINS quantile bins of the counted trials' values), from the cell summary: each
-    cell's value once per trial it counts. None where the axis keeps its values."""
-    counted = sum(cells[c] for c in ("ok", "diverged") if c in cells.columns)
-    if isinstance(counted, int):  # a summary without status counts: every trial
-        counted = cells["n_trials"]
+    DEFAULT_BINS quantile bins of the values of the trials that have every one of `axes`, of
+    any status, as `compute_phase` cuts them), from the cell summary: each cell's value once
+    per trial. None where the axis keeps its values."""
     values = pd.to_numeric(cells[column], errors="coerce")
     if pd.api.types.is_bool_dtype(values):
         return None
-    repeats = counted.fillna(0).astype(int).clip(lower=0).to_numpy()
+    present = cells[axes].notna().all(axis=1).to_numpy()
+    repeats = np.where(present, cells["n_trials"].fillna(0).astype(int).clip(lower=0), 0)
     return axis_bins(column, pd.Series(np.repeat(values.to_numpy(float), repeats)),
                      DEFAULT_BINS)
 
 
 def _at_bin_centres(column: pd.Series, bins: AxisBins, log: bool) -> tuple[pd.Series, list]:
     """Each row's bin centre (geometric on a log axis), for a map drawn on the axis's own
-    scale, and the used bins' [lo, hi] in order."""
+    scale, and the used bins' [lo, hi, closed] in order (closed: the last bin, [lo, hi])."""
     edges = np.asarray(bins.edges, dtype=float)
     centres = (np.sqrt(edges[1:] * edges[:-1]) if log and edges[0] > 0
                else (edges[1:] + edges[:-1]) / 2)
@@ -593,7 +592,7 @@ def _at_bin_centres(column: pd.Series, bins: AxisBins, log: bool) -> tuple[pd.Se
     which = np.clip(np.searchsorted(edges, numbers, side="right") - 1, 0, len(centres) - 1)
     mapped = pd.Series(centres[which], index=column.index).where(numbers.notna())
     used = sorted(set(which[numbers.notna().to_numpy()].tolist()))
-    return mapped, [[float(edges[i]), float(edges[i + 1])] for i in used]
+    return mapped, [[float(edges[i]), float(edges[i + 1]), i == len(centres) - 1] for i in used]
 
 
 def _grid_axis(column: str, values: list, scales: dict, bins: dict) -> AxisScale:
@@ -636,7 +635,8 @@ def _axis_json(scale, bins) -> dict:
     return {"column": scale.column, "label": axis_label(scale.column), "kind": scale.kind,
             "values": _ticks(scale.values) if scale.kind == "category" else scale.values,
             "raw": list(scale.values),
-            "edges": scale.edges.tolist() if scale.numeric else None, "bins": bins}
+            "edges": scale.edges.tolist() if scale.numeric else None,
+            "bins": None if bins is None else [[lo, hi] for lo, hi, _ in bins]}
 
 
 def _facet_label(facet: str | None, value) -> str:
@@ -653,8 +653,9 @@ def _cell_json(phase, index: int, row: pd.Series, bins: dict) -> dict:
         value = row[column]
         if column in bins:
             span = next((b for b in bins[column] if b[0] <= float(value) <= b[1]), None)
-            if span is not None:
-                conditions.append({"column": column, "lo": span[0], "hi": span[1]})
+            if span is not None:  # the last bin is closed: [lo, hi]
+                conditions.append({"column": column, "lo": span[0], "hi": span[1],
+                                   **({"closed": True} if span[2] else {})})
                 continue
         conditions.append({"column": column, "value": value})
     return {"index": index, "ix": row["ix"], "iy": row["iy"], "regime": row["regime"],

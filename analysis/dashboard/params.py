@@ -32,7 +32,7 @@ MAX_TABLE_PAGE = 10_000  # trials table rows in one answer
 MAX_OFFSET = 10**9
 MAX_CELL_CHARS = 100_000  # a cell's conditions as JSON: a few hundred characters in practice
 MAX_CONDITIONS = 64
-CONDITION_KEYS = ("column", "value", "lo", "hi")
+CONDITION_KEYS = ("column", "value", "lo", "hi", "closed")
 
 
 class Params:
@@ -104,11 +104,15 @@ def _condition(item: Any, where: str) -> dict[str, Any]:
     if not isinstance(item, dict) or set(item) - set(CONDITION_KEYS) \
             or not isinstance(item.get("column"), str):
         raise AnalysisInputError(f"{where}: got {shown(item)}; allowed: {{column, value}} or "
-                                 "{column, lo, hi} with column a column name")
+                                 "{column, lo, hi[, closed]} with column a column name")
     if "lo" in item or "hi" in item:
         lo = check_float(item.get("lo"), f"{where}.lo", error=AnalysisInputError)
         hi = check_float(item.get("hi"), f"{where}.hi", lo, error=AnalysisInputError)
-        return {"column": item["column"], "lo": lo, "hi": hi}
+        closed = item.get("closed", False)
+        if not isinstance(closed, bool):
+            raise AnalysisInputError(f"{where}.closed: got {shown(closed)}; allowed: true, false")
+        span = {"column": item["column"], "lo": lo, "hi": hi}
+        return {**span, "closed": True} if closed else span
     value = item.get("value")
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return {"column": item["column"], "value": value}

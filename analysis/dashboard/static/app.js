@@ -13,7 +13,7 @@ const app = {sweep: params.get("sweep"), state: null, revision: null, phase: nul
                                          facet: params.get("facet") || "none"} : null,
              outcome: params.get("outcome"), pendingCell: params.get("cell"),
              where: params.get("where") || "", sort: params.get("sort"),
-             offset: Math.max(0, parseInt(params.get("offset") || "0", 10) || 0),
+             offset: Math.min(1e9, Math.max(0, parseInt(params.get("offset") || "0", 10) || 0)),
              order: params.get("order") === "desc" ? "desc" : "asc", colour: params.get("colour"),
              selected: (params.get("rows") || "").split(",").filter(Boolean), table: null,
              tableKey: null};
@@ -143,6 +143,7 @@ async function poll() {
   } catch (error) {
     setStatus(`error: ${error.message}`);
   }
+  clearTimeout(app.timer);  // a control's change polls at once: one loop, however they overlap
   app.timer = setTimeout(poll, POLL_MS);
 }
 
@@ -253,15 +254,15 @@ function legendEntry(style, xa, ya) {  // an outline's entry in the legend (shap
 }
 
 async function drawPhase() {
+  // Two changes in a row (outcome, then min seeds) start two draws whose answers may come
+  // back in either order: only the latest draw may write the map and its title.
+  const draw = app.phaseDraw = (app.phaseDraw || 0) + 1;
   const x = $("x").value, y = $("y").value;
   if (!app.state || !app.state.stored) { $("phase-title").textContent = "no trials stored yet"; return; }
   if (!x || !y || x === y) { $("phase-title").textContent = "choose two different axes"; return; }
   const facet = $("facet").value;
   const args = {sweep: app.sweep, x, y, facet: facet === x || facet === y ? "none" : facet,
                 outcome: $("outcome").value, min_seeds: String($("min-seeds").value || 3)};
-  // Two changes in a row (outcome, then min seeds) start two draws whose answers may come
-  // back in either order: only the latest draw may write the map and its title.
-  const draw = app.phaseDraw = (app.phaseDraw || 0) + 1;
   const prefetched = early.phase ? await early.phase : null;
   early.phase = null;
   const data = prefetched && JSON.stringify(prefetched.args) === JSON.stringify(args)
@@ -397,7 +398,7 @@ async function openCell(index, refresh, select = !refresh) {
   app.cell = cell;
   const metrics = params.get("metrics") || "";
   const data = await api("cell", {sweep: app.sweep, cell: JSON.stringify(cell.conditions), metrics});
-  const label = cell.conditions.map((c) => (c.lo !== undefined ? `${c.column} in [${fmt(c.lo)}, ${fmt(c.hi)}]`
+  const label = cell.conditions.map((c) => (c.lo !== undefined ? `${c.column} in [${fmt(c.lo)}, ${fmt(c.hi)}${c.closed ? "]" : ")"}`
                                                                   : `${c.column} = ${fmt(c.value)}`)).join(", ");
   $("cell-title").textContent = `${label}: ${data.successes}/${data.counted} ${data.outcome.replace("_", " ")}` +
                                 (data.shown < data.total ? ` (curves of ${data.shown} of ${data.total})` : "");
@@ -468,10 +469,13 @@ async function drawTable() {
   if (app.where) args.where = app.where;
   if (app.sort) { args.sort = app.sort; args.order = app.order; }
   $("where").value = app.where;
+  const draw = app.tableDraw = (app.tableDraw || 0) + 1;  // only the latest answer is drawn
   let data;
   try {
     data = await api("trials", args);
+    if (draw !== app.tableDraw) return;
   } catch (error) {
+    if (draw !== app.tableDraw) return;
     $("where-error").textContent = error.message;
     $("where-error").hidden = false;
     $("trials-section").dataset.error = error.message;
