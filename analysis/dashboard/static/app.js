@@ -79,8 +79,8 @@ async function start() {
     const select = $("sweep");
     select.addEventListener("change", () => {
       app.sweep = select.value; app.revision = null; app.axesKey = null; app.cell = null;
-      app.chosen = null; app.selected = []; app.where = ""; app.sort = null; app.offset = 0; app.tableKey = null;
-      app.failedTotal = -1; $("cell-section").hidden = true; poll();
+      app.chosen = null; app.selected = []; app.where = ""; app.sort = null; app.offset = 0;
+      app.tableKey = null; app.failedTotal = -1; $("cell-section").hidden = true; poll();
     });
     for (const id of ["x", "y", "facet", "outcome", "min-seeds"]) {
       $(id).addEventListener("change", () => {
