@@ -49,22 +49,34 @@ def _stored_once(results: Path, sweep: str, expected: int) -> None:
 # -- one driver per sweep ---------------------------------------------------------------------
 def test_a_second_driver_is_refused_at_once_naming_the_first(tmp_path):
     sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
-    first = _start(sweep, results)
+    first, waiting = _start(sweep, results), None
     try:
         wait_for(lambda: _holds_lease(results, "slow", first.pid), what="the first lease")
+        first.send_signal(signal.SIGSTOP)  # holds its lease (a lock) until the second waits:
+        # a fast machine would otherwise finish the sweep before the waiting driver looks
         start = time.monotonic()
         second = cli_subprocess(["run", sweep, "--results", results, "--executor", "local"])
         assert second.returncode == 2 and time.monotonic() - start < 30
         [line] = second.stderr.strip().splitlines()
         assert f"pid {first.pid}" in line and "one driver per sweep" in line
-        waiting = _start(sweep, results, "--wait")
+        told = tmp_path / "waiting.err"
+        with told.open("w") as err_file:
+            waiting = subprocess.Popen(
+                [sys.executable, "-m", "sweeper.cli", "run", str(sweep), "--results",
+                 str(results), "--executor", "local", "--wait"], stdout=subprocess.PIPE,
+                stderr=err_file, text=True, cwd=REPO, env=subprocess_env())
+        wait_for(lambda: "waiting:" in told.read_text(), what="the second driver waiting")
+        first.send_signal(signal.SIGCONT)
         out, err = first.communicate(timeout=300)
         assert first.returncode == 0, err
-        out, err = waiting.communicate(timeout=300)
-        assert waiting.returncode == 0 and err.startswith("waiting: sweep slow: being run by")
+        out, _ = waiting.communicate(timeout=300)
+        assert waiting.returncode == 0
+        assert told.read_text().startswith("waiting: sweep slow: being run by")
         assert "nothing to run" in out
     finally:
-        first.kill()
+        for process in (first, waiting):
+            if process is not None:
+                process.kill()
     _stored_once(results, "slow", 4)
 
 
