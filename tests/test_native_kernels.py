@@ -159,6 +159,37 @@ def test_fused_recurrences_give_the_same_bits_on_one_thread_and_on_two(cell):
         assert torch.equal(one, two)
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("layout", ["time_major", "batch_major", "batch_then_model"])
+def test_fused_backward_reads_the_states_gradient_in_any_layout_as_the_reference(cell, layout):
+    """The gradient of the states reaches the recurrence in its consumer's layout: time-major,
+    a view of a batch-major [K, B, S, d] (the decoder's states as the attention and readout
+    read them: read in place), or one whose K and B do not merge (copied first)."""
+    require_native()
+    K, B, S, d, V = 3, 5, 6, 8, 7
+    G = (4 if cell == "lstm" else 3) * d
+    gen = torch.Generator().manual_seed(1)
+    table = torch.randn(K * V, G, dtype=F64, generator=gen).requires_grad_()
+    w = (torch.randn(K, d, G, dtype=F64, generator=gen) / 4).requires_grad_()
+    b = torch.randn(K, G, dtype=F64, generator=gen).requires_grad_()
+    h0 = torch.randn(K, B, d, dtype=F64, generator=gen).requires_grad_()
+    rows = torch.randint(0, V, (S, K, B), generator=gen) + torch.arange(K)[:, None] * V
+    dense = {"time_major": (S, K, B, d), "batch_major": (K, B, S, d),
+             "batch_then_model": (B, K, S, d)}[layout]
+    order = {"time_major": (0, 1, 2, 3), "batch_major": (2, 0, 1, 3),
+             "batch_then_model": (2, 1, 0, 3)}[layout]
+    grad = torch.randn(dense, dtype=F64, generator=gen).permute(*order)  # [S, K, B, d]
+    assert grad.shape == (S, K, B, d) and grad.is_contiguous() == (layout == "time_major")
+    results = []
+    for reference in (False, True):
+        hs = (R.lstm_rows(table, rows, w, h0, h0 * 0.5, reference=reference)[0]
+              if cell == "lstm" else R.gru_rows(table, rows, w, b, h0, reference=reference))
+        inputs = [table, w, h0] + ([b] if cell == "gru" else [])
+        results.append(torch.autograd.grad(hs, inputs, grad_outputs=grad))
+    for fused, ref in zip(*results):
+        torch.testing.assert_close(fused, ref, rtol=1e-12, atol=1e-12)
+
+
 def _probe_case(dtype, K=3, H=2, L=7, d=12, B=6, seed=0):
     """A pack mixing vocabularies (the padding mask), its output on a batch, and targets."""
     symbols = [L + 4 + k % 3 for k in range(K)]

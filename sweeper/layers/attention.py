@@ -6,8 +6,9 @@
 Two implementations of the same function: the native one (sweeper/layers/native/attention.cpp:
 one pass per sequence forward and backward, its keys, scores and gradients in L1) and the
 reference below, three torch ops and autograd's backward of them, used where the native kernels
-are not built, with SWEEPER_NATIVE=0, off the CPU, or with `reference=True`.
-tests/test_native_kernels.py checks the two against each other in float64, forward and
+are not built, with SWEEPER_NATIVE=0, off the CPU, or with `reference=True`. On AVX-512 the
+native path runs the reference's forward (MKL's bmm is the faster there) and its own backward
+(`_forward_in_torch`). tests/test_native_kernels.py checks the two against each other in float64, forward and
 gradients. `keys` may be any view whose last dim is contiguous (the encoder's states are a
 time-major view); the native path reads it in place and writes its gradient in the same layout,
 so the gradient reaches the recurrence without a copy.
@@ -30,11 +31,23 @@ def attention_reference(query: torch.Tensor, keys: torch.Tensor) -> tuple[torch.
     return attn, torch.bmm(attn, keys)  # [N, R, d]
 
 
+def _forward_in_torch() -> bool:
+    """Whether the forward is torch's three ops even where the kernels are built (the backward
+    stays native): with AVX-512, MKL's bmm and torch's softmax beat the native forward (K = 16,
+    N = 2,048 sequences on an AVX-512 EPYC, caches flushed between calls: 4.7 against 6.1 ms
+    with one head, 16.6 against 19.5 with four; `benchmarks/kernels.py`), while on AVX2 the
+    native forward is the faster (docs/performance.md, "The head in one pass")."""
+    return native.instruction_set()[0] == "avx512"
+
+
 class _Attention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, query, keys, ops):
         query = query.contiguous()
-        attn, mixed = ops.attention_forward(query, keys)
+        if _forward_in_torch():
+            attn, mixed = attention_reference(query, keys)
+        else:
+            attn, mixed = ops.attention_forward(query, keys)
         ctx.save_for_backward(query, keys, attn)
         ctx.ops = ops  # the module that ran forward runs backward (whatever SWEEPER_NATIVE says)
         ctx.set_materialize_grads(False)  # no [N, R, S] zeros when attn is not in the loss

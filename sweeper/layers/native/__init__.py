@@ -24,6 +24,7 @@ by a killed build, and removes it, instead of waiting on it forever.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import sys
@@ -63,8 +64,10 @@ def ops() -> ModuleType | None:
     return _ops
 
 
+@functools.cache
 def instruction_set() -> tuple[str, list[str]]:
-    """The widest vector instruction set this CPU has: a name and the compiler flags for it."""
+    """The widest vector instruction set this CPU has: a name and the compiler flags for it
+    (read once a process: the attention asks at every call)."""
     try:
         flags = set()
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -73,6 +73,36 @@ void for_each_tile(int64_t K, int64_t B, const Body& body) {
   });
 }
 
+// The gradient of the states [S, K, B, d] as its consumer hands it back: time-major as the
+// forward wrote the states, or a permuted view of a batch-major [K, B, S, d] (the decoder's
+// states are read batch-major by the attention and the readout). Row (t, kb = k B + b) lies at
+// t * st + kb * skb wherever K and B merge into one index; other layouts are copied first.
+struct StateRows {
+  at::Tensor tensor;
+  int64_t st, skb;
+};
+
+StateRows state_rows(const at::Tensor& g) {
+  const bool rows_contiguous = g.stride(3) == 1 || g.size(3) == 1;
+  const bool kb_merges = g.size(1) == 1 || g.size(2) == 1 || g.stride(1) == g.size(2) * g.stride(2);
+  if (rows_contiguous && kb_merges)
+    return {g, g.stride(0), g.size(2) == 1 ? g.stride(1) : g.stride(2)};
+  at::Tensor c = g.contiguous();
+  return {c, c.stride(0), c.stride(2)};
+}
+
+// Rows first..first+n-1 of step t of `g` (laid out as `state_rows` says) into out [n, d].
+template <typename T>
+void copy_state_rows(const T* g, int64_t st, int64_t skb, int64_t t, int64_t first, int64_t n,
+                     int64_t d, T* __restrict__ out) {
+  const T* from = g + t * st + first * skb;
+  if (skb == d) {
+    std::memcpy(out, from, n * d * sizeof(T));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * d, from + i * skb, d * sizeof(T));
+}
+
 // The LSTM cell on n rows whose gate pre-activations (x W_ih + b + h W_hh) are in a [n, G].
 template <typename T>
 void lstm_cell_forward(T* __restrict__ a, const T* __restrict__ c2_prev, T* __restrict__ c2,
@@ -126,7 +156,7 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
                                            const at::Tensor& h0, const at::Tensor& c0,
                                            const at::Tensor& acts, const at::Tensor& c2s,
                                            const at::Tensor& tcs, const at::Tensor& hs,
-                                           const at::Tensor& grad_hs, const at::Tensor& dc_in,
+                                           const StateRows& grad_hs, const at::Tensor& dc_in,
                                            at::Tensor& d_table) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
   const int64_t G = acts.size(3), d = G / 4, KB = K * B;
@@ -137,7 +167,8 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
   const at::Tensor c2_start_t = c0 * 2;
   const int64_t* row = rows.data_ptr<int64_t>();
   const T *a = acts.data_ptr<T>(), *c2 = c2s.data_ptr<T>(), *tc = tcs.data_ptr<T>();
-  const T *h = hs.data_ptr<T>(), *gh = grad_hs.data_ptr<T>(), *wt = w_t.data_ptr<T>();
+  const T *h = hs.data_ptr<T>(), *gh = grad_hs.tensor.data_ptr<T>(), *wt = w_t.data_ptr<T>();
+  const int64_t gst = grad_hs.st, gskb = grad_hs.skb;
   const T *h_start = h0.data_ptr<T>(), *c2_start = c2_start_t.data_ptr<T>();
   T *dt = d_table.data_ptr<T>(), *dw = d_w.data_ptr<T>(), *dcp = dc.data_ptr<T>();
   T* dh0p = dh0.data_ptr<T>();
@@ -145,7 +176,7 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
     const T* wtk = wt + k * G * d;  // [G d, d]
     T* dwk = dw + k * d * G;        // [d, G d]
     std::vector<T> dg(n * G), dh(n * d);
-    std::memcpy(dh.data(), gh + ((S - 1) * KB + first) * d, n * d * sizeof(T));
+    copy_state_rows(gh, gst, gskb, S - 1, first, n, d, dh.data());
     for (int64_t t = S - 1; t >= 0; --t) {
       const int64_t now = t * KB + first, before = (t - 1) * KB + first;
       lstm_step_backward<T>(a + now * G, tc + now * d,
@@ -157,7 +188,7 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
       if (t == 0) {
         std::memset(dh_prev, 0, n * d * sizeof(T));
       } else {
-        std::memcpy(dh_prev, gh + before * d, n * d * sizeof(T));
+        copy_state_rows(gh, gst, gskb, t - 1, first, n, d, dh_prev);
       }
       gemm_acc<T>(n, dg.data(), G, 1, wtk, G, d, dh_prev, d);  // += dg W_hh^T
     }
@@ -254,7 +285,7 @@ template <typename T>
 std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tensor& w_hh,
                                           const at::Tensor& h0, const at::Tensor& rz,
                                           const at::Tensor& ns, const at::Tensor& hps,
-                                          const at::Tensor& hs, const at::Tensor& grad_hs,
+                                          const at::Tensor& hs, const StateRows& grad_hs,
                                           at::Tensor& d_table) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
   const int64_t d = hs.size(3), G = 3 * d, KB = K * B;
@@ -264,20 +295,22 @@ std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tens
   at::Tensor dh0 = at::empty_like(h0);
   const int64_t* row = rows.data_ptr<int64_t>();
   const T *rzp = rz.data_ptr<T>(), *n_ = ns.data_ptr<T>(), *hp = hps.data_ptr<T>();
-  const T *h = hs.data_ptr<T>(), *gh = grad_hs.data_ptr<T>(), *wt = w_t.data_ptr<T>();
+  const T *h = hs.data_ptr<T>(), *gh = grad_hs.tensor.data_ptr<T>(), *wt = w_t.data_ptr<T>();
+  const int64_t gst = grad_hs.st, gskb = grad_hs.skb;
   const T* h_start = h0.data_ptr<T>();
   T *dt = d_table.data_ptr<T>(), *dw = d_w.data_ptr<T>(), *db = d_b.data_ptr<T>();
   T* dh0p = dh0.data_ptr<T>();
   for_each_tile(K, B, [&](int64_t k, int64_t first, int64_t n) {
     const T* wtk = wt + k * G * d;  // [3d, d]
     T* dwk = dw + k * d * G;        // [d, 3d]
-    std::vector<T> dhp(n * G), dh(n * d), carry(n * d);
-    std::memcpy(dh.data(), gh + ((S - 1) * KB + first) * d, n * d * sizeof(T));
+    std::vector<T> dhp(n * G), dh(n * d), carry(n * d), g_prev(n * d);
+    copy_state_rows(gh, gst, gskb, S - 1, first, n, d, dh.data());
     for (int64_t t = S - 1; t >= 0; --t) {
       const int64_t now = t * KB + first, before = (t - 1) * KB + first;
       const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
+      if (t > 0) copy_state_rows(gh, gst, gskb, t - 1, first, n, d, g_prev.data());
       gru_step_backward<T>(rzp + now * 2 * d, n_ + now * d, hp + now * G, h_prev,
-                           t == 0 ? nullptr : gh + before * d, dh.data(), dhp.data(), dt,
+                           t == 0 ? nullptr : g_prev.data(), dh.data(), dhp.data(), dt,
                            db + k * G, carry.data(), row + now, n, G);
       gemm_acc<T>(d, h_prev, 1, d, dhp.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dhp
       T* dh_prev = t == 0 ? dh0p + first * d : dh.data();
@@ -309,11 +342,12 @@ std::vector<at::Tensor> lstm_backward(at::Tensor rows, at::Tensor w_hh, at::Tens
                                       at::Tensor tcs, at::Tensor hs, at::Tensor grad_hs,
                                       at::Tensor dc, at::Tensor d_table) {
   rows = rows.contiguous(), h0 = h0.contiguous(), c0 = c0.contiguous();
-  grad_hs = grad_hs.contiguous(), dc = dc.contiguous();
+  dc = dc.contiguous();
   check(d_table, "d_table");
+  const StateRows grad_rows = state_rows(grad_hs);
   std::vector<at::Tensor> out;
   AT_DISPATCH_FLOATING_TYPES(acts.scalar_type(), "lstm_backward", [&] {
-    out = lstm_backward_impl<scalar_t>(rows, w_hh, h0, c0, acts, c2s, tcs, hs, grad_hs, dc,
+    out = lstm_backward_impl<scalar_t>(rows, w_hh, h0, c0, acts, c2s, tcs, hs, grad_rows, dc,
                                        d_table);
   });
   return out;
@@ -332,11 +366,12 @@ void gru_forward(at::Tensor table2, at::Tensor rows, at::Tensor w2, at::Tensor b
 std::vector<at::Tensor> gru_backward(at::Tensor rows, at::Tensor w_hh, at::Tensor h0,
                                      at::Tensor rz, at::Tensor ns, at::Tensor hps, at::Tensor hs,
                                      at::Tensor grad_hs, at::Tensor d_table) {
-  rows = rows.contiguous(), h0 = h0.contiguous(), grad_hs = grad_hs.contiguous();
+  rows = rows.contiguous(), h0 = h0.contiguous();
   check(d_table, "d_table");
+  const StateRows grad_rows = state_rows(grad_hs);
   std::vector<at::Tensor> out;
   AT_DISPATCH_FLOATING_TYPES(hs.scalar_type(), "gru_backward", [&] {
-    out = gru_backward_impl<scalar_t>(rows, w_hh, h0, rz, ns, hps, hs, grad_hs, d_table);
+    out = gru_backward_impl<scalar_t>(rows, w_hh, h0, rz, ns, hps, hs, grad_rows, d_table);
   });
   return out;
 }
