@@ -243,13 +243,18 @@ def test_native_ktiw_probe_follows_torch_on_ties_and_refuses_targets_out_of_rang
 
 @pytest.mark.parametrize("N,R,S,d", [(3, 17, 17, 32), (5, 68, 17, 32), (2, 7, 5, 12),
                                      (4, 3, 9, 8)])
-def test_native_attention_equals_the_reference_in_float64_with_time_major_keys(N, R, S, d):
+@pytest.mark.parametrize("forward_in_torch", [False, True])
+def test_native_attention_equals_the_reference_in_float64_with_time_major_keys(
+        N, R, S, d, forward_in_torch, monkeypatch):
     """Scores, softmax and mixture in one pass: values and the gradients of query and keys
     (through both outputs) as torch's three ops give them; keys a time-major view, as the
-    encoder's states are, and their gradient in that same layout."""
+    encoder's states are, and their gradient in that same layout. Both forwards: the native
+    one and torch's (what AVX-512 machines run before the native backward)."""
+    from sweeper.layers import attention as A
     from sweeper.layers.attention import attention
 
     require_native()
+    monkeypatch.setattr(A, "_forward_in_torch", lambda: forward_in_torch)
     gen = torch.Generator().manual_seed(N * R + S)
     query = torch.randn(N, R, d, dtype=F64, generator=gen) * 0.7
     keys_tm = torch.randn(S, N, d, dtype=F64, generator=gen)
