@@ -308,9 +308,15 @@ std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tens
     for (int64_t t = S - 1; t >= 0; --t) {
       const int64_t now = t * KB + first, before = (t - 1) * KB + first;
       const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
-      if (t > 0) copy_state_rows(gh, gst, gskb, t - 1, first, n, d, g_prev.data());
+      const T* g_before = nullptr;  // the step before's rows of the gradient, [n, d]
+      if (t > 0 && gskb == d) {
+        g_before = gh + (t - 1) * gst + first * d;  // already rows: read in place
+      } else if (t > 0) {
+        copy_state_rows(gh, gst, gskb, t - 1, first, n, d, g_prev.data());
+        g_before = g_prev.data();
+      }
       gru_step_backward<T>(rzp + now * 2 * d, n_ + now * d, hp + now * G, h_prev,
-                           t == 0 ? nullptr : g_prev.data(), dh.data(), dhp.data(), dt,
+                           g_before, dh.data(), dhp.data(), dt,
                            db + k * G, carry.data(), row + now, n, G);
       gemm_acc<T>(d, h_prev, 1, d, dhp.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dhp
       T* dh_prev = t == 0 ? dh0p + first * d : dh.data();
