@@ -131,19 +131,25 @@ def test_sweeper_native_0_selects_the_reference_path(monkeypatch):
     assert R._loops(reference=False)[0] is R._lstm_forward
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_fused_recurrences_give_the_same_bits_on_one_thread_and_on_two(cell):
-    """The models of a pack are spread over torch's threads, each model on one thread, so the
-    result cannot depend on how many there are."""
-    require_native()
-    K, B, S, d, V = 5, 37, 9, 12, 7
+def _recurrence_inputs(cell: str, K: int, B: int, S: int, d: int, V: int, seed: int):
+    """A recurrence's float64 inputs (table, w_hh, b_hh, h0, rows), K models reading V rows
+    each of the table, all but rows requiring gradients."""
     G = (4 if cell == "lstm" else 3) * d
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(seed)
     table = torch.randn(K * V, G, dtype=F64, generator=gen).requires_grad_()
     w = (torch.randn(K, d, G, dtype=F64, generator=gen) / 4).requires_grad_()
     b = torch.randn(K, G, dtype=F64, generator=gen).requires_grad_()
     h0 = torch.randn(K, B, d, dtype=F64, generator=gen).requires_grad_()
     rows = torch.randint(0, V, (S, K, B), generator=gen) + torch.arange(K)[:, None] * V
+    return table, w, b, h0, rows
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_fused_recurrences_give_the_same_bits_on_one_thread_and_on_two(cell):
+    """The models of a pack are spread over torch's threads, each model on one thread, so the
+    result cannot depend on how many there are."""
+    require_native()
+    table, w, b, h0, rows = _recurrence_inputs(cell, K=5, B=37, S=9, d=12, V=7, seed=0)
     threads = torch.get_num_threads()
     results = []
     try:
@@ -166,14 +172,9 @@ def test_fused_backward_reads_the_states_gradient_in_any_layout_as_the_reference
     a view of a batch-major [K, B, S, d] (the decoder's states as the attention and readout
     read them: read in place), or one whose K and B do not merge (copied first)."""
     require_native()
-    K, B, S, d, V = 3, 5, 6, 8, 7
-    G = (4 if cell == "lstm" else 3) * d
-    gen = torch.Generator().manual_seed(1)
-    table = torch.randn(K * V, G, dtype=F64, generator=gen).requires_grad_()
-    w = (torch.randn(K, d, G, dtype=F64, generator=gen) / 4).requires_grad_()
-    b = torch.randn(K, G, dtype=F64, generator=gen).requires_grad_()
-    h0 = torch.randn(K, B, d, dtype=F64, generator=gen).requires_grad_()
-    rows = torch.randint(0, V, (S, K, B), generator=gen) + torch.arange(K)[:, None] * V
+    K, B, S, d = 3, 5, 6, 8
+    table, w, b, h0, rows = _recurrence_inputs(cell, K, B, S, d, V=7, seed=1)
+    gen = torch.Generator().manual_seed(2)
     dense = {"time_major": (S, K, B, d), "batch_major": (K, B, S, d),
              "batch_then_model": (B, K, S, d)}[layout]
     order = {"time_major": (0, 1, 2, 3), "batch_major": (2, 0, 1, 3),
