@@ -10,8 +10,8 @@ are not built, with SWEEPER_NATIVE=0, off the CPU, or with `reference=True`. On 
 native path runs the reference's forward (MKL's bmm is the faster there) and its own backward
 (`_forward_in_torch`). tests/test_native_kernels.py checks the two against each other in
 float64, forward and gradients. `keys` may be any view whose last dim is contiguous (the
-encoder's states are a time-major view); the native path reads it in place and writes its gradient in the same layout,
-so the gradient reaches the recurrence without a copy.
+encoder's states are a time-major view); the native path reads it in place and writes its
+gradient in the same layout, so the gradient reaches the recurrence without a copy.
 """
 
 from __future__ import annotations
