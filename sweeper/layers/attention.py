@@ -35,8 +35,9 @@ def _forward_in_torch() -> bool:
     """Whether the forward is torch's three ops even where the kernels are built (the backward
     stays native): with AVX-512, MKL's bmm and torch's softmax beat the native forward (K = 16,
     N = 2,048 sequences on an AVX-512 EPYC, caches flushed between calls: 4.7 against 6.1 ms
-    with one head, 16.6 against 19.5 with four; `benchmarks/kernels.py`), while on AVX2 the
-    native forward is the faster (docs/performance.md, "The head in one pass")."""
+    with one head, 16.6 against 19.5 with four; docs/performance.md, "Layouts and the
+    attention's forward"), while on AVX2 the native forward is the faster ("The head in one
+    pass" there)."""
     return native.instruction_set()[0] == "avx512"
 
 
