@@ -403,12 +403,16 @@ class AxisBins:
     edges: list[float]
     labels: list[str]
 
+    def index(self, values: pd.Series) -> np.ndarray:
+        """Each value's bin number: [edges[i], edges[i + 1]), the last bin closed (values
+        outside go to the nearest end bin; read it only where the value is not missing)."""
+        v = pd.to_numeric(values, errors="coerce").to_numpy(float)
+        return np.clip(np.searchsorted(self.edges, v, side="right") - 1, 0, len(self.labels) - 1)
+
     def assign(self, values: pd.Series) -> pd.Series:
         """Each value's bin label (None where the value is missing)."""
-        v = pd.to_numeric(values, errors="coerce").to_numpy(float)
-        index = np.clip(np.searchsorted(self.edges, v, side="right") - 1, 0, len(self.labels) - 1)
-        out = np.asarray(self.labels, dtype=object)[index]
-        out[np.isnan(v)] = None
+        out = np.asarray(self.labels, dtype=object)[self.index(values)]
+        out[pd.to_numeric(values, errors="coerce").isna().to_numpy()] = None
         return pd.Series(out, index=values.index, dtype=object)
 
     def describe(self) -> str:

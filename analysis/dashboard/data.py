@@ -589,7 +589,7 @@ def _at_bin_centres(column: pd.Series, bins: AxisBins, log: bool) -> tuple[pd.Se
     centres = (np.sqrt(edges[1:] * edges[:-1]) if log and edges[0] > 0
                else (edges[1:] + edges[:-1]) / 2)
     numbers = pd.to_numeric(column, errors="coerce").astype(float)
-    which = np.clip(np.searchsorted(edges, numbers, side="right") - 1, 0, len(centres) - 1)
+    which = bins.index(column)
     mapped = pd.Series(centres[which], index=column.index).where(numbers.notna())
     used = sorted(set(which[numbers.notna().to_numpy()].tolist()))
     return mapped, [[float(edges[i]), float(edges[i + 1]), i == len(centres) - 1] for i in used]
