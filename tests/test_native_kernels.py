@@ -191,6 +191,37 @@ def test_fused_backward_reads_the_states_gradient_in_any_layout_as_the_reference
         torch.testing.assert_close(fused, ref, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_fused_states_come_back_batch_major_with_the_reference_values(cell):
+    """The native loops write the states where the attention and the readout read them: [S, K,
+    B, d] as a view of a batch-major [K, B, S, d], so the model's [K, B, S, d] states are
+    contiguous (its products copy nothing); the values are the reference's, time-major."""
+    require_native()
+    K, B, S, d = 3, 5, 6, 8
+    table, w, b, h0, rows = _recurrence_inputs(cell, K, B, S, d, V=7, seed=3)
+    states = []
+    for reference in (False, True):
+        states.append(R.lstm_rows(table, rows, w, h0, h0 * 0.5, reference=reference)[0]
+                      if cell == "lstm" else R.gru_rows(table, rows, w, b, h0,
+                                                        reference=reference))
+    fused, ref = states
+    assert fused.permute(1, 2, 0, 3).is_contiguous() and ref.is_contiguous()
+    torch.testing.assert_close(fused, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_a_states_buffer_in_no_row_layout_is_refused_in_one_error():
+    """A buffer whose rows (t, k B + b) are not evenly spaced would be written out of place:
+    the kernel refuses it instead."""
+    require_native()
+    K, B, S, d = 2, 3, 4, 8
+    table, w, _, h0, rows = (x.detach() for x in _recurrence_inputs("lstm", K, B, S, d, V=7,
+                                                                    seed=4))
+    acts, c2s, tcs = (torch.empty(S, K, B, n, dtype=F64) for n in (4 * d, d, d))
+    scattered = torch.empty(B, K, S, d, dtype=F64).permute(2, 1, 0, 3)  # K, B do not merge
+    with pytest.raises(RuntimeError, match="the states' buffer must be"):
+        native.ops().lstm_forward(table, rows, w, h0, h0, acts, c2s, tcs, scattered)
+
+
 def _probe_case(dtype, K=3, H=2, L=7, d=12, B=6, seed=0):
     """A pack mixing vocabularies (the padding mask), its output on a batch, and targets."""
     symbols = [L + 4 + k % 3 for k in range(K)]
@@ -209,7 +240,9 @@ def test_native_ktiw_probe_gives_the_reference_hits_in_float64():
     from sweeper import metrics as M
 
     require_native()
-    for seed, L in [(0, 7), (1, 9), (2, 7), (3, 12)]:  # S = 8, 10, 13: padded positions too
+    # T S = 16, 64, 100, 169 (t, l) columns: a part block, one whole block, blocks that split a
+    # step's positions between them
+    for seed, L in [(4, 3), (0, 7), (1, 9), (2, 7), (3, 12)]:
         model, out, target = _probe_case(F64, L=L, seed=seed)
         with torch.no_grad():
             reference = M.ktiw_probe_hits(model.one_hot_logits(out), target)

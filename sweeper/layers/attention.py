@@ -10,8 +10,9 @@ are not built, with SWEEPER_NATIVE=0, off the CPU, or with `reference=True`. On 
 native path runs the reference's forward (MKL's bmm is the faster there) and its own backward
 (`_forward_in_torch`). tests/test_native_kernels.py checks the two against each other in
 float64, forward and gradients. `keys` may be any view whose last dim is contiguous (the
-encoder's states are a time-major view); the native path reads it in place and writes its
-gradient in the same layout, so the gradient reaches the recurrence without a copy.
+encoder's states: batch-major from the native recurrence, a time-major view from the
+reference's); the native path reads it in place and writes its gradient in the same layout, so
+the gradient reaches the recurrence without a copy.
 """
 
 from __future__ import annotations
@@ -71,8 +72,8 @@ class _Attention(torch.autograd.Function):
 
 def _like_layout(t: torch.Tensor) -> torch.Tensor:
     """An empty tensor shaped as t, in t's own memory layout where that layout is a permutation
-    of a dense one (the encoder's time-major states: their gradient reaches the recurrence
-    without a copy), else contiguous (an expanded or overlapping view: its elements must not
+    of a dense one (the encoder's states, batch-major or time-major: their gradient reaches
+    the recurrence without a copy), else contiguous (an expanded or overlapping view: its elements must not
     share memory, or the sequences' gradients would overwrite each other)."""
     order = sorted(range(t.dim()), key=lambda i: t.stride(i), reverse=True)
     expected = 1

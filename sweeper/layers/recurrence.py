@@ -9,7 +9,8 @@ below, the reference path, used where the native ones cannot be built or with SW
     states = gru_rows(table, rows, w_hh, b_hh, h0)
     states, c_last = lstm(x, w_hh, h0, c0)                 # the same, inputs x [S, K, B, G d]
 
-Time-major: rows [S, K, B], states [S, K, B, d]. `table` holds the input projections
+Time-major: rows [S, K, B], states [S, K, B, d] (from the native loops a view of batch-major
+memory, [K, B, S, d] contiguous: `_states_buffer`). `table` holds the input projections
 (x W_ih + b_ih, plus b_hh for LSTM): for a token input it is the projected embedding table, V
 rows per model, so the projection of the B S inputs is a row lookup. The formulas are
 torch.nn.LSTM's and nn.GRU's (gate order i, f, g, o and r, z, n); tests/test_models.py checks
@@ -162,6 +163,17 @@ _lstm_forward, _lstm_backward = _script(_lstm_forward), _script(_lstm_backward)
 _gru_forward, _gru_backward = _script(_gru_forward), _script(_gru_backward)
 
 
+def _states_buffer(like: torch.Tensor, S: int, K: int, B: int, d: int,
+                   native_loops: bool) -> torch.Tensor:
+    """The states' buffer [S, K, B, d]: time-major for the TorchScript loops (they write
+    hs[t]); for the native ones a permuted view of a batch-major [K, B, S, d], the layout the
+    attention and the readout read the states in (`Seq2Seq._run` permutes them back: a
+    contiguous tensor, so their products need no copy of it)."""
+    if not native_loops:
+        return like.new_empty(S, K, B, d)
+    return like.new_empty(K, B, S, d).permute(2, 0, 1, 3)
+
+
 def _loops(reference: bool):
     """The loops to run: the fused native ones (sweeper.layers.native) when they are built and
     the caller does not ask for the reference, else the TorchScript ones above. Both fill the
@@ -179,8 +191,9 @@ class _LSTM(torch.autograd.Function):
         G = table.shape[1]
         scale = _gate_scale(table, 4, G // 4)
         acts = table.new_empty(S, K, B, G)  # sigmoid(i), sigmoid(f), sigmoid(2 g), sigmoid(o)
-        c2s, tcs, hs = (table.new_empty(S, K, B, G // 4) for _ in range(3))  # 2c, tanh c, h
+        c2s, tcs = (table.new_empty(S, K, B, G // 4) for _ in range(2))  # 2c, tanh c
         ctx.loops = _loops(reference)
+        hs = _states_buffer(table, S, K, B, G // 4, ctx.loops[0] is not _lstm_forward)
         ctx.loops[0](table * scale, rows, w_hh * scale, h0, c0, acts, c2s, tcs, hs)
         ctx.save_for_backward(rows, w_hh, h0, c0, acts, c2s, tcs, hs)
         ctx.table_shape = table.shape
@@ -206,8 +219,9 @@ class _GRU(torch.autograd.Function):
         scale = _gate_scale(table, 3, d)
         hps = table.new_empty(S, K, B, G)  # W_hh h + b_hh (n part doubled)
         rz = table.new_empty(S, K, B, 2 * d)  # r, z
-        ns, hs = table.new_empty(S, K, B, d), table.new_empty(S, K, B, d)  # n, h
+        ns = table.new_empty(S, K, B, d)  # n
         ctx.loops = _loops(reference)
+        hs = _states_buffer(table, S, K, B, d, ctx.loops[2] is not _gru_forward)  # h
         ctx.loops[2](table * scale, rows, w_hh * scale, (b_hh * scale)[:, None], h0, hps, rz,
                      ns, hs)
         ctx.save_for_backward(rows, w_hh, h0, rz, ns, hps, hs)

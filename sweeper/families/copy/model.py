@@ -207,7 +207,9 @@ class Seq2Seq(nn.Module):
         """The recurrence; the input of step t, model k, sequence b is table[rows[t, k, b]].
 
         Returns states [K, B, S, d] and the final state. sweeper.layers.recurrence holds the
-        loop and its hand-written backward (time-major inside).
+        loop and its hand-written backward (time-major inside; the native loops write the
+        states batch-major, so the [K, B, S, d] states are contiguous for the products that
+        read them).
         """
         _, K, B = rows.shape
         d = self.cfg.width
@@ -247,7 +249,7 @@ class Seq2Seq(nn.Module):
         w_q = self.w_q.transpose(1, 2).reshape(K, d, H * d)  # [K, d, H d]
         b_q = self.b_q.reshape(K, H * d) if self.cfg.projection_bias else None
         query = linear(dec, w_q, b_q).view(K * B, T * H, d)  # rows (t, h)
-        keys = enc.reshape(K * B, S, d)  # a view (of the encoder's time-major states)
+        keys = enc.reshape(K * B, S, d)  # a view (time-major states on the reference path)
         attn, mixed = attention(query, keys)  # [K B, T H, S], [K B, T H, d]
         return attn.view(K, B, T, H, S).permute(0, 3, 1, 2, 4), mixed.view(K, B, T, H * d)
 

@@ -5,7 +5,7 @@
 // tests/test_native_kernels.py checks this against in float64.
 //
 //   query [N, R, d], keys [N, S, d] (any strides but a contiguous last dim: the encoder's
-//   states are a time-major view) -> attn [N, R, S] = softmax_l(query keys^T),
+//   states, batch-major from the native recurrence, a time-major view from the reference) -> attn [N, R, S] = softmax_l(query keys^T),
 //   mixed [N, R, d] = attn keys.
 //
 // At the calibrated scale a sequence's products are 17 x 17 x 32 (R = 17 H): a library bmm
@@ -41,9 +41,10 @@ void gather_keys(const T* k, int64_t k_l, int64_t S, int64_t Sp, int64_t d, T* _
 }
 
 // The rows of the sequence AHEAD sequences on, asked into cache while this one computes: a
-// sequence's S rows lie in S strided streams (the encoder's time-major states), and the backward
-// reads the keys and writes their gradient, more streams than the hardware prefetcher follows.
-// Measured (AVX-512 EPYC, K = 16): the backward 10% faster; the forward no faster, so it does not.
+// sequence's S rows lie in S strided streams where the encoder's states are time-major, and the
+// backward reads the keys and writes their gradient, more streams than the hardware prefetcher
+// follows. Measured (AVX-512 EPYC, K = 16, time-major keys): the backward 10% faster; the
+// forward no faster, so it does not.
 constexpr int64_t AHEAD = 4;
 template <typename T>
 void prefetch_rows(const T* rows, int64_t stride, int64_t S, int64_t d, bool write) {
@@ -178,7 +179,7 @@ std::vector<at::Tensor> attention_forward(at::Tensor query, at::Tensor keys) {
 }
 
 // d_keys is written into the caller's tensor (any strides with a contiguous last dim: the
-// encoder's time-major layout, so that the gradient reaches the recurrence without a copy).
+// encoder's states' layout, so that the gradient reaches the recurrence without a copy).
 at::Tensor attention_backward(at::Tensor query, at::Tensor keys, at::Tensor attn,
                               at::Tensor d_mixed, c10::optional<at::Tensor> grad_attn,
                               at::Tensor d_keys) {

@@ -73,10 +73,12 @@ void for_each_tile(int64_t K, int64_t B, const Body& body) {
   });
 }
 
-// The gradient of the states [S, K, B, d] as its consumer hands it back: time-major as the
-// forward wrote the states, or a permuted view of a batch-major [K, B, S, d] (the decoder's
-// states are read batch-major by the attention and the readout). Row (t, kb = k B + b) lies at
-// t * st + kb * skb wherever K and B merge into one index; other layouts are copied first.
+// The states [S, K, B, d] and their gradient: time-major, or a permuted view of a batch-major
+// [K, B, S, d] (the native path writes the states batch-major, the layout the attention and
+// the readout read them in, so their products need no copy; the gradient comes back in the same
+// layout). Row (t, kb = k B + b) lies at t * st + kb * skb wherever K and B merge into one
+// index; a gradient in another layout is copied first (`state_rows`), a buffer for the states
+// must be in one of these (`output_rows`).
 struct StateRows {
   at::Tensor tensor;
   int64_t st, skb;
@@ -91,6 +93,14 @@ StateRows state_rows(const at::Tensor& g) {
   return {c, c.stride(0), c.stride(2)};
 }
 
+StateRows output_rows(const at::Tensor& hs) {
+  const StateRows rows = state_rows(hs);
+  TORCH_CHECK(hs.device().is_cpu() && rows.tensor.is_same(hs),
+              "the states' buffer must be a CPU tensor [S, K, B, d], time-major or a permuted "
+              "batch-major [K, B, S, d]");
+  return rows;
+}
+
 // Rows first..first+n-1 of step t of `g` (laid out as `state_rows` says) into out [n, d].
 template <typename T>
 void copy_state_rows(const T* g, int64_t st, int64_t skb, int64_t t, int64_t first, int64_t n,
@@ -103,10 +113,12 @@ void copy_state_rows(const T* g, int64_t st, int64_t skb, int64_t t, int64_t fir
   for (int64_t i = 0; i < n; ++i) std::memcpy(out + i * d, from + i * skb, d * sizeof(T));
 }
 
-// The LSTM cell on n rows whose gate pre-activations (x W_ih + b + h W_hh) are in a [n, G].
+// The LSTM cell on n rows whose gate pre-activations (x W_ih + b + h W_hh) are in a [n, G];
+// row r of h at h + r ldh.
 template <typename T>
 void lstm_cell_forward(T* __restrict__ a, const T* __restrict__ c2_prev, T* __restrict__ c2,
-                       T* __restrict__ tc, T* __restrict__ h, int64_t n, int64_t G) {
+                       T* __restrict__ tc, T* __restrict__ h, int64_t ldh, int64_t n,
+                       int64_t G) {
   const int64_t d = G / 4;
   for (int64_t r = 0; r < n; ++r) {
     T* g = a + r * G;
@@ -118,7 +130,7 @@ void lstm_cell_forward(T* __restrict__ a, const T* __restrict__ c2_prev, T* __re
       const T tanh_c = T(2) * sigmoid(c) - T(1);
       c2[o + j] = c;
       tc[o + j] = tanh_c;
-      h[o + j] = og * tanh_c;
+      h[r * ldh + j] = og * tanh_c;
     }
   }
 }
@@ -126,16 +138,17 @@ void lstm_cell_forward(T* __restrict__ a, const T* __restrict__ c2_prev, T* __re
 template <typename T>
 void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const at::Tensor& w2,
                        const at::Tensor& h0, const at::Tensor& c0, at::Tensor& acts,
-                       at::Tensor& c2s, at::Tensor& tcs, at::Tensor& hs) {
+                       at::Tensor& c2s, at::Tensor& tcs, const StateRows& hs) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
   const int64_t G = table2.size(1), d = G / 4, KB = K * B;
+  const int64_t hst = hs.st, hskb = hs.skb;
   const T* table = table2.data_ptr<T>();
   const int64_t* row = rows.data_ptr<int64_t>();
   const T* w = w2.data_ptr<T>();
   const at::Tensor c2_start_t = c0 * 2;
   const T *h_start = h0.data_ptr<T>(), *c2_start = c2_start_t.data_ptr<T>();
   T *a = acts.data_ptr<T>(), *c2 = c2s.data_ptr<T>(), *tc = tcs.data_ptr<T>();
-  T* h = hs.data_ptr<T>();
+  T* h = hs.tensor.data_ptr<T>();
   for_each_tile(K, B, [&](int64_t k, int64_t first, int64_t n) {
     const T* wk = w + k * d * G;  // [d, G d]
     const T* inputs[TILE];
@@ -143,10 +156,11 @@ void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const a
       const int64_t now = t * KB + first, before = (t - 1) * KB + first;
       T* at_ = a + now * G;
       for (int64_t r = 0; r < n; ++r) inputs[r] = table + row[now + r] * G;  // x W_ih + b
-      const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
-      gemm_acc<T>(n, h_prev, d, 1, wk, d, G, at_, G, inputs);  // x W_ih + b + h_{t-1} W_hh
+      const T* h_prev = t == 0 ? h_start + first * d : h + (t - 1) * hst + first * hskb;
+      gemm_acc<T>(n, h_prev, t == 0 ? d : hskb, 1, wk, d, G, at_, G,
+                  inputs);  // x W_ih + b + h_{t-1} W_hh
       lstm_cell_forward<T>(at_, t == 0 ? c2_start + first * d : c2 + before * d,
-                           c2 + now * d, tc + now * d, h + now * d, n, G);
+                           c2 + now * d, tc + now * d, h + t * hst + first * hskb, hskb, n, G);
     }
   });
 }
@@ -155,7 +169,7 @@ template <typename T>
 std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Tensor& w_hh,
                                            const at::Tensor& h0, const at::Tensor& c0,
                                            const at::Tensor& acts, const at::Tensor& c2s,
-                                           const at::Tensor& tcs, const at::Tensor& hs,
+                                           const at::Tensor& tcs, const StateRows& hs,
                                            const StateRows& grad_hs, const at::Tensor& dc_in,
                                            at::Tensor& d_table) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
@@ -167,8 +181,9 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
   const at::Tensor c2_start_t = c0 * 2;
   const int64_t* row = rows.data_ptr<int64_t>();
   const T *a = acts.data_ptr<T>(), *c2 = c2s.data_ptr<T>(), *tc = tcs.data_ptr<T>();
-  const T *h = hs.data_ptr<T>(), *gh = grad_hs.tensor.data_ptr<T>(), *wt = w_t.data_ptr<T>();
-  const int64_t gst = grad_hs.st, gskb = grad_hs.skb;
+  const T *h = hs.tensor.data_ptr<T>(), *gh = grad_hs.tensor.data_ptr<T>();
+  const T* wt = w_t.data_ptr<T>();
+  const int64_t gst = grad_hs.st, gskb = grad_hs.skb, hst = hs.st, hskb = hs.skb;
   const T *h_start = h0.data_ptr<T>(), *c2_start = c2_start_t.data_ptr<T>();
   T *dt = d_table.data_ptr<T>(), *dw = d_w.data_ptr<T>(), *dcp = dc.data_ptr<T>();
   T* dh0p = dh0.data_ptr<T>();
@@ -182,8 +197,9 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
       lstm_step_backward<T>(a + now * G, tc + now * d,
                             t == 0 ? c2_start + first * d : c2 + before * d, dh.data(),
                             dcp + first * d, dg.data(), dt, row + now, n, G);
-      const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
-      gemm_acc<T>(d, h_prev, 1, d, dg.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dg
+      const T* h_prev = t == 0 ? h_start + first * d : h + (t - 1) * hst + first * hskb;
+      gemm_acc<T>(d, h_prev, 1, t == 0 ? d : hskb, dg.data(), n, G, dwk,
+                  G);  // dW_hh += h_{t-1}^T dg
       T* dh_prev = t == 0 ? dh0p + first * d : dh.data();
       if (t == 0) {
         std::memset(dh_prev, 0, n * d * sizeof(T));
@@ -201,9 +217,9 @@ std::vector<at::Tensor> lstm_backward_impl(const at::Tensor& rows, const at::Ten
 // elementwise pass is a function of its own, as the LSTM's (restrict on parameters).
 template <typename T>
 void gru_step_forward(const T* __restrict__ table, const int64_t* __restrict__ row_t,
-                      const T* __restrict__ hp, const T* __restrict__ h_prev,
-                      T* __restrict__ rzp, T* __restrict__ n, T* __restrict__ h, int64_t KB,
-                      int64_t G) {
+                      const T* __restrict__ hp, const T* __restrict__ h_prev, int64_t ldp,
+                      T* __restrict__ rzp, T* __restrict__ n, T* __restrict__ h, int64_t ldh,
+                      int64_t KB, int64_t G) {
   const int64_t d = G / 3;
   for (int64_t kb = 0; kb < KB; ++kb) {
     const T* x = table + row_t[kb] * G;
@@ -215,14 +231,14 @@ void gru_step_forward(const T* __restrict__ table, const int64_t* __restrict__ r
       const T r = gates[j], z = gates[d + j];
       const T nv = T(2) * sigmoid(x[2 * d + j] + r * p[2 * d + j]) - T(1);  // tanh
       n[o + j] = nv;
-      h[o + j] = nv + z * (h_prev[o + j] - nv);  // (1 - z) n + z h
+      h[kb * ldh + j] = nv + z * (h_prev[kb * ldp + j] - nv);  // (1 - z) n + z h
     }
   }
 }
 
 template <typename T>
 void gru_step_backward(const T* __restrict__ gates, const T* __restrict__ n,
-                       const T* __restrict__ hp, const T* __restrict__ h_prev,
+                       const T* __restrict__ hp, const T* __restrict__ h_prev, int64_t ldp,
                        const T* __restrict__ g_prev, const T* __restrict__ dhv,
                        T* __restrict__ dhp, T* __restrict__ dt, T* __restrict__ db,
                        T* __restrict__ cr, const int64_t* __restrict__ row_t, int64_t KB,
@@ -238,7 +254,7 @@ void gru_step_backward(const T* __restrict__ gates, const T* __restrict__ n,
       const T r = gr[j], z = gr[d + j], nv = n[o + j], dhj = dhv[o + j];
       const T hn = hp[kb * G + 2 * d + j] * T(0.5);  // W_hn h + b_hn
       const T dn = dhj * (T(1) - z) * (T(1) - nv * nv);  // n's pre-activation
-      const T dz = dhj * (h_prev[o + j] - nv) * (z - z * z);
+      const T dz = dhj * (h_prev[kb * ldp + j] - nv) * (z - z * z);
       const T dr = dn * hn * (r - r * r);
       out[j] = dr;
       out[d + j] = dz;
@@ -257,26 +273,28 @@ void gru_step_backward(const T* __restrict__ gates, const T* __restrict__ n,
 template <typename T>
 void gru_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const at::Tensor& w2,
                       const at::Tensor& b2, const at::Tensor& h0, at::Tensor& hps,
-                      at::Tensor& rz, at::Tensor& ns, at::Tensor& hs) {
+                      at::Tensor& rz, at::Tensor& ns, const StateRows& hs) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
   const int64_t G = table2.size(1), d = G / 3, KB = K * B;
+  const int64_t hst = hs.st, hskb = hs.skb;
   const at::Tensor bias_t = b2.reshape({K, G}).contiguous();
   const T *table = table2.data_ptr<T>(), *w = w2.data_ptr<T>(), *bias = bias_t.data_ptr<T>();
   const int64_t* row = rows.data_ptr<int64_t>();
   const T* h_start = h0.data_ptr<T>();
   T *hp = hps.data_ptr<T>(), *rzp = rz.data_ptr<T>(), *n_ = ns.data_ptr<T>();
-  T* h = hs.data_ptr<T>();
+  T* h = hs.tensor.data_ptr<T>();
   for_each_tile(K, B, [&](int64_t k, int64_t first, int64_t n) {
     const T* wk = w + k * d * G;  // [d, G d]
     const T* biases[TILE];
     std::fill(biases, biases + TILE, bias + k * G);
     for (int64_t t = 0; t < S; ++t) {
-      const int64_t now = t * KB + first, before = (t - 1) * KB + first;
+      const int64_t now = t * KB + first;
       T* hp_t = hp + now * G;
-      const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
-      gemm_acc<T>(n, h_prev, d, 1, wk, d, G, hp_t, G, biases);  // b_hh + h_{t-1} W_hh
-      gru_step_forward<T>(table, row + now, hp_t, h_prev, rzp + now * 2 * d, n_ + now * d,
-                          h + now * d, n, G);
+      const T* h_prev = t == 0 ? h_start + first * d : h + (t - 1) * hst + first * hskb;
+      const int64_t ldp = t == 0 ? d : hskb;
+      gemm_acc<T>(n, h_prev, ldp, 1, wk, d, G, hp_t, G, biases);  // b_hh + h_{t-1} W_hh
+      gru_step_forward<T>(table, row + now, hp_t, h_prev, ldp, rzp + now * 2 * d,
+                          n_ + now * d, h + t * hst + first * hskb, hskb, n, G);
     }
   });
 }
@@ -285,17 +303,19 @@ template <typename T>
 std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tensor& w_hh,
                                           const at::Tensor& h0, const at::Tensor& rz,
                                           const at::Tensor& ns, const at::Tensor& hps,
-                                          const at::Tensor& hs, const StateRows& grad_hs,
+                                          const StateRows& hs, const StateRows& grad_hs,
                                           at::Tensor& d_table) {
   const int64_t S = rows.size(0), K = rows.size(1), B = rows.size(2);
-  const int64_t d = hs.size(3), G = 3 * d, KB = K * B;
+  const int64_t d = hs.tensor.size(3), G = 3 * d, KB = K * B;
+  const int64_t hst = hs.st, hskb = hs.skb;
   const at::Tensor w_t = w_hh.transpose(1, 2).contiguous();  // [K, 3d, d]
   at::Tensor d_w = at::zeros_like(w_hh);
-  at::Tensor d_b = at::zeros({K, G}, hs.options());
+  at::Tensor d_b = at::zeros({K, G}, hs.tensor.options());
   at::Tensor dh0 = at::empty_like(h0);
   const int64_t* row = rows.data_ptr<int64_t>();
   const T *rzp = rz.data_ptr<T>(), *n_ = ns.data_ptr<T>(), *hp = hps.data_ptr<T>();
-  const T *h = hs.data_ptr<T>(), *gh = grad_hs.tensor.data_ptr<T>(), *wt = w_t.data_ptr<T>();
+  const T *h = hs.tensor.data_ptr<T>(), *gh = grad_hs.tensor.data_ptr<T>();
+  const T* wt = w_t.data_ptr<T>();
   const int64_t gst = grad_hs.st, gskb = grad_hs.skb;
   const T* h_start = h0.data_ptr<T>();
   T *dt = d_table.data_ptr<T>(), *dw = d_w.data_ptr<T>(), *db = d_b.data_ptr<T>();
@@ -306,8 +326,9 @@ std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tens
     std::vector<T> dhp(n * G), dh(n * d), carry(n * d), g_prev(n * d);
     copy_state_rows(gh, gst, gskb, S - 1, first, n, d, dh.data());
     for (int64_t t = S - 1; t >= 0; --t) {
-      const int64_t now = t * KB + first, before = (t - 1) * KB + first;
-      const T* h_prev = t == 0 ? h_start + first * d : h + before * d;
+      const int64_t now = t * KB + first;
+      const T* h_prev = t == 0 ? h_start + first * d : h + (t - 1) * hst + first * hskb;
+      const int64_t ldp = t == 0 ? d : hskb;
       const T* g_before = nullptr;  // the step before's rows of the gradient, [n, d]
       if (t > 0 && gskb == d) {
         g_before = gh + (t - 1) * gst + first * d;  // already rows: read in place
@@ -315,10 +336,10 @@ std::vector<at::Tensor> gru_backward_impl(const at::Tensor& rows, const at::Tens
         copy_state_rows(gh, gst, gskb, t - 1, first, n, d, g_prev.data());
         g_before = g_prev.data();
       }
-      gru_step_backward<T>(rzp + now * 2 * d, n_ + now * d, hp + now * G, h_prev,
+      gru_step_backward<T>(rzp + now * 2 * d, n_ + now * d, hp + now * G, h_prev, ldp,
                            g_before, dh.data(), dhp.data(), dt,
                            db + k * G, carry.data(), row + now, n, G);
-      gemm_acc<T>(d, h_prev, 1, d, dhp.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dhp
+      gemm_acc<T>(d, h_prev, 1, ldp, dhp.data(), n, G, dwk, G);  // dW_hh += h_{t-1}^T dhp
       T* dh_prev = t == 0 ? dh0p + first * d : dh.data();
       std::memcpy(dh_prev, carry.data(), n * d * sizeof(T));
       gemm_acc<T>(n, dhp.data(), G, 1, wtk, G, d, dh_prev, d);  // += dhp W_hh^T
@@ -337,9 +358,10 @@ void lstm_forward(at::Tensor table2, at::Tensor rows, at::Tensor w2, at::Tensor 
                   at::Tensor c0, at::Tensor acts, at::Tensor c2s, at::Tensor tcs, at::Tensor hs) {
   table2 = table2.contiguous(), rows = rows.contiguous(), w2 = w2.contiguous();
   h0 = h0.contiguous(), c0 = c0.contiguous();
-  for (auto* x : {&acts, &c2s, &tcs, &hs}) check(*x, "a buffer");
+  for (auto* x : {&acts, &c2s, &tcs}) check(*x, "a buffer");
+  const StateRows states = output_rows(hs);
   AT_DISPATCH_FLOATING_TYPES(table2.scalar_type(), "lstm_forward", [&] {
-    lstm_forward_impl<scalar_t>(table2, rows, w2, h0, c0, acts, c2s, tcs, hs);
+    lstm_forward_impl<scalar_t>(table2, rows, w2, h0, c0, acts, c2s, tcs, states);
   });
 }
 
@@ -353,8 +375,8 @@ std::vector<at::Tensor> lstm_backward(at::Tensor rows, at::Tensor w_hh, at::Tens
   const StateRows grad_rows = state_rows(grad_hs);
   std::vector<at::Tensor> out;
   AT_DISPATCH_FLOATING_TYPES(acts.scalar_type(), "lstm_backward", [&] {
-    out = lstm_backward_impl<scalar_t>(rows, w_hh, h0, c0, acts, c2s, tcs, hs, grad_rows, dc,
-                                       d_table);
+    out = lstm_backward_impl<scalar_t>(rows, w_hh, h0, c0, acts, c2s, tcs, state_rows(hs),
+                                       grad_rows, dc, d_table);
   });
   return out;
 }
@@ -363,9 +385,10 @@ void gru_forward(at::Tensor table2, at::Tensor rows, at::Tensor w2, at::Tensor b
                  at::Tensor h0, at::Tensor hps, at::Tensor rz, at::Tensor ns, at::Tensor hs) {
   table2 = table2.contiguous(), rows = rows.contiguous(), w2 = w2.contiguous();
   h0 = h0.contiguous();
-  for (auto* x : {&hps, &rz, &ns, &hs}) check(*x, "a buffer");
+  for (auto* x : {&hps, &rz, &ns}) check(*x, "a buffer");
+  const StateRows states = output_rows(hs);
   AT_DISPATCH_FLOATING_TYPES(table2.scalar_type(), "gru_forward", [&] {
-    gru_forward_impl<scalar_t>(table2, rows, w2, b2, h0, hps, rz, ns, hs);
+    gru_forward_impl<scalar_t>(table2, rows, w2, b2, h0, hps, rz, ns, states);
   });
 }
 
@@ -377,7 +400,8 @@ std::vector<at::Tensor> gru_backward(at::Tensor rows, at::Tensor w_hh, at::Tenso
   const StateRows grad_rows = state_rows(grad_hs);
   std::vector<at::Tensor> out;
   AT_DISPATCH_FLOATING_TYPES(hs.scalar_type(), "gru_backward", [&] {
-    out = gru_backward_impl<scalar_t>(rows, w_hh, h0, rz, ns, hps, hs, grad_rows, d_table);
+    out = gru_backward_impl<scalar_t>(rows, w_hh, h0, rz, ns, hps, state_rows(hs), grad_rows,
+                                      d_table);
   });
   return out;
 }
