@@ -210,16 +210,45 @@ def test_fused_states_come_back_batch_major_with_the_reference_values(cell):
 
 
 def test_a_states_buffer_in_no_row_layout_is_refused_in_one_error():
-    """A buffer whose rows (t, k B + b) are not evenly spaced would be written out of place:
-    the kernel refuses it instead."""
+    """A buffer whose rows (t, k B + b) are not evenly spaced, or overlap, or that has another
+    shape would be written out of place: the kernel refuses it instead."""
     require_native()
     K, B, S, d = 2, 3, 4, 8
     table, w, _, h0, rows = (x.detach() for x in _recurrence_inputs("lstm", K, B, S, d, V=7,
                                                                     seed=4))
     acts, c2s, tcs = (torch.empty(S, K, B, n, dtype=F64) for n in (4 * d, d, d))
     scattered = torch.empty(B, K, S, d, dtype=F64).permute(2, 1, 0, 3)  # K, B do not merge
-    with pytest.raises(RuntimeError, match="the states' buffer must be"):
-        native.ops().lstm_forward(table, rows, w, h0, h0, acts, c2s, tcs, scattered)
+    one_step = torch.empty(K, B, d, dtype=F64).expand(S, K, B, d)  # every step on one row
+    for buffer in (scattered, one_step, torch.empty(S, K, B, d + 1, dtype=F64)):
+        with pytest.raises(RuntimeError, match="the states' buffer must be"):
+            native.ops().lstm_forward(table, rows, w, h0, h0, acts, c2s, tcs, buffer)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_the_states_gradient_reaches_the_native_recurrence_in_the_states_layout(cell,
+                                                                               monkeypatch):
+    """In a whole model's training loss, both sides' gradients arrive batch-major, as their
+    states were written, so the recurrence reads them in place: the encoder's too, whose final
+    state also feeds the decoder (a gradient summed time-major would cost a transposing pass)."""
+    require_native()
+    layouts = []
+    run = R.lstm_rows if cell == "lstm" else R.gru_rows
+
+    def recording(*args, **kwargs):
+        out = run(*args, **kwargs)
+        states = out[0] if cell == "lstm" else out
+        states.register_hook(lambda g: layouts.append(g.permute(1, 2, 0, 3).is_contiguous()))
+        return out
+
+    monkeypatch.setattr(R, "lstm_rows" if cell == "lstm" else "gru_rows", recording)
+    monkeypatch.setenv("SWEEPER_NATIVE", "1")
+    K, B, L, V = 2, 3, 5, 9
+    model = Seq2Seq(Seq2SeqConfig(cell=cell, width=8, heads=2), symbols=V, seeds=[0, 1],
+                    dtype=F64)
+    gen = torch.Generator().manual_seed(0)
+    src, dec_in, tgt = (torch.randint(0, V, (K, B, L + 1), generator=gen) for _ in range(3))
+    model.token_nll(src, dec_in, tgt).sum().backward()
+    assert layouts == [True, True]  # decoder, then encoder
 
 
 def _probe_case(dtype, K=3, H=2, L=7, d=12, B=6, seed=0):
@@ -278,12 +307,14 @@ def test_native_ktiw_probe_follows_torch_on_ties_and_refuses_targets_out_of_rang
 @pytest.mark.parametrize("N,R,S,d", [(3, 17, 17, 32), (5, 68, 17, 32), (2, 7, 5, 12),
                                      (4, 3, 9, 8)])
 @pytest.mark.parametrize("forward_in_torch", [False, True])
-def test_native_attention_equals_the_reference_in_float64_with_time_major_keys(
-        N, R, S, d, forward_in_torch, monkeypatch):
+@pytest.mark.parametrize("time_major", [True, False])
+def test_native_attention_equals_the_reference_in_float64_in_the_encoders_layouts(
+        N, R, S, d, forward_in_torch, time_major, monkeypatch):
     """Scores, softmax and mixture in one pass: values and the gradients of query and keys
-    (through both outputs) as torch's three ops give them; keys a time-major view, as the
-    encoder's states are, and their gradient in that same layout. Both forwards: the native
-    one and torch's (what AVX-512 machines run before the native backward)."""
+    (through both outputs) as torch's three ops give them; keys as the encoder's states come
+    (a time-major view from the reference recurrence, batch-major from the native one), their
+    gradient in that same layout. Both forwards: the native one and torch's (what AVX-512
+    machines run before the native backward)."""
     from sweeper.layers import attention as A
     from sweeper.layers.attention import attention
 
@@ -297,13 +328,15 @@ def test_native_attention_equals_the_reference_in_float64_with_time_major_keys(
     results = []
     for reference in (False, True):
         q = query.clone().requires_grad_()
-        k_tm = keys_tm.clone().requires_grad_()
-        attn, mixed = attention(q, k_tm.transpose(0, 1), reference=reference)
+        k_tm = (keys_tm if time_major else keys_tm.transpose(0, 1)).clone(
+            memory_format=torch.contiguous_format).requires_grad_()
+        attn, mixed = attention(q, k_tm.transpose(0, 1) if time_major else k_tm,
+                                reference=reference)
         ((attn * w_attn).sum() + (mixed * w_mixed).sum()).backward()
         results.append((attn.detach(), mixed.detach(), q.grad, k_tm.grad))
     for fast, ref, name in zip(results[0], results[1], ("attn", "mixed", "d_query", "d_keys")):
         torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12, msg=name)
-    assert results[0][3].is_contiguous()  # the time-major gradient, no copy
+    assert results[0][3].is_contiguous()  # the gradient in the keys' own layout, no copy
 
 
 def test_native_attention_refuses_mismatched_shapes_in_one_error():

@@ -72,9 +72,10 @@ class _Attention(torch.autograd.Function):
 
 def _like_layout(t: torch.Tensor) -> torch.Tensor:
     """An empty tensor shaped as t, in t's own memory layout where that layout is a permutation
-    of a dense one (the encoder's states, batch-major or time-major: their gradient reaches
-    the recurrence without a copy), else contiguous (an expanded or overlapping view: its elements must not
-    share memory, or the sequences' gradients would overwrite each other)."""
+    of a dense one (the encoder's states, batch-major or time-major: their gradient
+    reaches the recurrence without a copy), else contiguous (an expanded or overlapping view:
+    its elements must not share memory, or the sequences' gradients would overwrite each
+    other)."""
     order = sorted(range(t.dim()), key=lambda i: t.stride(i), reverse=True)
     expected = 1
     for i in reversed(order):

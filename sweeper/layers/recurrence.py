@@ -177,7 +177,8 @@ def _states_buffer(like: torch.Tensor, S: int, K: int, B: int, d: int,
 def _loops(reference: bool):
     """The loops to run: the fused native ones (sweeper.layers.native) when they are built and
     the caller does not ask for the reference, else the TorchScript ones above. Both fill the
-    same buffers with the same values (tests/test_native_kernels.py)."""
+    same buffers with the same values (tests/test_native_kernels.py), the states' in the
+    layout `_states_buffer` gives each."""
     ops = None if reference else native.ops()
     if ops is None:
         return _lstm_forward, _lstm_backward, _gru_forward, _gru_backward

@@ -219,9 +219,21 @@ class Seq2Seq(nn.Module):
             state = (zeros, zeros) if self.cfg.cell == "lstm" else (zeros,)
         if self.cfg.cell == "lstm":
             states, c_last = R.lstm_rows(table, rows, w_hh, state[0], state[1])  # [S, K, B, d]
-            return states.permute(1, 2, 0, 3), (states[-1], c_last)
+            return self._batch_major(states), (self._last(states), c_last)
         states = R.gru_rows(table, rows, w_hh, getattr(self, f"{side}_b_hh"), state[0])
-        return states.permute(1, 2, 0, 3), (states[-1],)
+        return self._batch_major(states), (self._last(states),)
+
+    @staticmethod
+    def _batch_major(states: torch.Tensor) -> torch.Tensor:
+        return states.permute(1, 2, 0, 3)  # [S, K, B, d] -> [K, B, S, d]
+
+    def _last(self, states: torch.Tensor) -> torch.Tensor:
+        """The final state [K, B, d], selected from the states in their memory's own order:
+        autograd sums its gradient with the other consumers' in the layout of the tensor it was
+        selected from, and the recurrence reads a gradient in the states' layout in place (a
+        time-major sum over batch-major states would cost a transposing pass a step)."""
+        batch_major = self._batch_major(states)
+        return batch_major[:, :, -1] if batch_major.is_contiguous() else states[-1]
 
     # -- attention and readout -------------------------------------------------------------
     def attend(self, dec: torch.Tensor, enc: torch.Tensor, uniform: bool = False) -> tuple:

@@ -5,7 +5,8 @@
 // tests/test_native_kernels.py checks this against in float64.
 //
 //   query [N, R, d], keys [N, S, d] (any strides but a contiguous last dim: the encoder's
-//   states, batch-major from the native recurrence, a time-major view from the reference) -> attn [N, R, S] = softmax_l(query keys^T),
+//   states, batch-major from the native recurrence, a time-major view from the
+//   reference's) -> attn [N, R, S] = softmax_l(query keys^T),
 //   mixed [N, R, d] = attn keys.
 //
 // At the calibrated scale a sequence's products are 17 x 17 x 32 (R = 17 H): a library bmm
@@ -38,23 +39,6 @@ void gather_keys(const T* k, int64_t k_l, int64_t S, int64_t Sp, int64_t d, T* _
     std::copy(row, row + d, kc + l * d);
     for (int64_t j = 0; j < d; ++j) kt[j * Sp + l] = row[j];
   }
-}
-
-// The rows of the sequence AHEAD sequences on, asked into cache while this one computes: a
-// sequence's S rows lie in S strided streams where the encoder's states are time-major, and the
-// backward reads the keys and writes their gradient, more streams than the hardware prefetcher
-// follows. Measured (AVX-512 EPYC, K = 16, time-major keys): the backward 10% faster; the
-// forward no faster, so it does not.
-constexpr int64_t AHEAD = 4;
-template <typename T>
-void prefetch_rows(const T* rows, int64_t stride, int64_t S, int64_t d, bool write) {
-  for (int64_t l = 0; l < S; ++l)
-    for (int64_t j = 0; j < d; j += 64 / static_cast<int64_t>(sizeof(T))) {
-      if (write)
-        __builtin_prefetch(rows + l * stride + j, 1);
-      else
-        __builtin_prefetch(rows + l * stride + j, 0);
-    }
 }
 
 // Row-wise softmax over the first S of each Sp-wide row of a [R, Sp] block, in place, as torch
@@ -120,10 +104,6 @@ void backward_impl(const at::Tensor& query, const at::Tensor& keys, const at::Te
   at::parallel_for(0, N, 8, [&](int64_t begin, int64_t end) {
     std::vector<T> kc(S * d), kt(d * Sp, T(0)), ds(R * Sp, T(0)), dkn(S * d);
     for (int64_t n = begin; n < end; ++n) {
-      if (n + AHEAD < end) {
-        prefetch_rows(k + (n + AHEAD) * k_n, k_l, S, d, false);
-        prefetch_rows(dk + (n + AHEAD) * dk_n, dk_l, S, d, true);
-      }
       gather_keys(k + n * k_n, k_l, S, Sp, d, kc.data(), kt.data());
       const T* an = a + n * R * S;
       const T* qn = q + n * R * d;

@@ -75,7 +75,7 @@ void unit_block(const T* __restrict__ p, const T* __restrict__ qt, int64_t T_, i
 }
 
 // Columns a block holds: whole vectors, so that every pass over a block runs in whole vectors;
-// its ut [d, W] and zt [V, W] stay in L1 (8 KB each at d = 32, float).
+// its ut [d, W] and zt [V, W] stay in L1 (8 KB each at d = V = 32, float).
 constexpr int64_t BLOCK = 64;
 
 template <typename T>
@@ -90,8 +90,8 @@ void ktiw_hits_impl(const at::Tensor& dec_part, const at::Tensor& ctx_part,
   const int64_t* tgt = target.data_ptr<int64_t>();
   bool* hit = hits.data_ptr<bool>();
   at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
-    // qt [d, S]: a sequence's context parts transposed; ut [d, BLOCK] the tanh units and zt
-    // [V, BLOCK] = W^T ut + b the logits of a block of columns; odds: every column's log-odds
+    // qt [d, S]: a sequence's context parts transposed; ut [d, BLOCK] the units' sigmoids and
+    // zt [V, BLOCK] = W^T ut + b the logits of a block of columns; odds: every column's log-odds
     std::vector<T> qt(d * S), ut(d * BLOCK), zt(V * BLOCK), m(BLOCK), sum(BLOCK);
     std::vector<T> odds(blocks * BLOCK);
     std::vector<int64_t> y(BLOCK);

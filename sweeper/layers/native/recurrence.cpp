@@ -93,12 +93,14 @@ StateRows state_rows(const at::Tensor& g) {
   return {c, c.stride(0), c.stride(2)};
 }
 
-StateRows output_rows(const at::Tensor& hs) {
-  const StateRows rows = state_rows(hs);
-  TORCH_CHECK(hs.device().is_cpu() && rows.tensor.is_same(hs),
+StateRows output_rows(const at::Tensor& hs, const at::Tensor& rows, int64_t d) {
+  const StateRows out = state_rows(hs);
+  TORCH_CHECK(hs.device().is_cpu() && hs.dim() == 4 &&
+                  hs.sizes() == at::IntArrayRef({rows.size(0), rows.size(1), rows.size(2), d}) &&
+                  hs.is_non_overlapping_and_dense() && out.tensor.is_same(hs),
               "the states' buffer must be a CPU tensor [S, K, B, d], time-major or a permuted "
-              "batch-major [K, B, S, d]");
-  return rows;
+              "batch-major [K, B, S, d], its elements apart");
+  return out;
 }
 
 // Rows first..first+n-1 of step t of `g` (laid out as `state_rows` says) into out [n, d].
@@ -359,7 +361,7 @@ void lstm_forward(at::Tensor table2, at::Tensor rows, at::Tensor w2, at::Tensor 
   table2 = table2.contiguous(), rows = rows.contiguous(), w2 = w2.contiguous();
   h0 = h0.contiguous(), c0 = c0.contiguous();
   for (auto* x : {&acts, &c2s, &tcs}) check(*x, "a buffer");
-  const StateRows states = output_rows(hs);
+  const StateRows states = output_rows(hs, rows, table2.size(1) / 4);
   AT_DISPATCH_FLOATING_TYPES(table2.scalar_type(), "lstm_forward", [&] {
     lstm_forward_impl<scalar_t>(table2, rows, w2, h0, c0, acts, c2s, tcs, states);
   });
@@ -386,7 +388,7 @@ void gru_forward(at::Tensor table2, at::Tensor rows, at::Tensor w2, at::Tensor b
   table2 = table2.contiguous(), rows = rows.contiguous(), w2 = w2.contiguous();
   h0 = h0.contiguous();
   for (auto* x : {&hps, &rz, &ns}) check(*x, "a buffer");
-  const StateRows states = output_rows(hs);
+  const StateRows states = output_rows(hs, rows, table2.size(1) / 3);
   AT_DISPATCH_FLOATING_TYPES(table2.scalar_type(), "gru_forward", [&] {
     gru_forward_impl<scalar_t>(table2, rows, w2, b2, h0, hps, rz, ns, states);
   });
