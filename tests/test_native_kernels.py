@@ -251,6 +251,32 @@ def test_the_states_gradient_reaches_the_native_recurrence_in_the_states_layout(
     assert layouts == [True, True]  # decoder, then encoder
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+@pytest.mark.parametrize("S", [1, 6])
+def test_an_lstm_without_gradients_gives_the_same_bits_without_saving_its_activations(
+        dtype, S, monkeypatch):
+    """Under no_grad (an evaluation) the native LSTM keeps the activations only the backward
+    reads in a tile's scratch (`lstm_states`): the states and the last cell state are bit for
+    bit those of the forward that saves them, in float32 as in float64."""
+    require_native()
+    taken, states_only = [], R._lstm_states
+
+    def spy(*args):
+        taken.append(1)
+        return states_only(*args)
+
+    monkeypatch.setattr(R, "_lstm_states", spy)
+    table, w, _, h0, rows = (x.detach().to(dtype) if x.is_floating_point() else x
+                             for x in _recurrence_inputs("lstm", 3, 37, S, 8, V=7, seed=5))
+    c0 = h0 * 0.5
+    with torch.no_grad():
+        hs_free, c_free = R.lstm_rows(table, rows, w, h0, c0)
+    saved = R.lstm_rows(table, rows, w.requires_grad_(), h0, c0)
+    assert taken == [1]  # the forward without saving ran once, under no_grad only
+    assert torch.equal(hs_free, saved[0].detach()) and torch.equal(c_free, saved[1].detach())
+    assert hs_free.permute(1, 2, 0, 3).is_contiguous()
+
+
 def _probe_case(dtype, K=3, H=2, L=7, d=12, B=6, seed=0):
     """A pack mixing vocabularies (the padding mask), its output on a batch, and targets."""
     symbols = [L + 4 + k % 3 for k in range(K)]

@@ -7,6 +7,8 @@
 
 void lstm_forward(at::Tensor table2, at::Tensor rows, at::Tensor w2, at::Tensor h0,
                   at::Tensor c0, at::Tensor acts, at::Tensor c2s, at::Tensor tcs, at::Tensor hs);
+at::Tensor lstm_states(at::Tensor table2, at::Tensor rows, at::Tensor w2, at::Tensor h0,
+                       at::Tensor c0, at::Tensor hs);
 std::vector<at::Tensor> lstm_backward(at::Tensor rows, at::Tensor w_hh, at::Tensor h0,
                                       at::Tensor c0, at::Tensor acts, at::Tensor c2s,
                                       at::Tensor tcs, at::Tensor hs, at::Tensor grad_hs,
@@ -30,6 +32,7 @@ at::Tensor ktiw_hits(at::Tensor dec_part, at::Tensor ctx_part, at::Tensor w_out,
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("lstm_forward", &lstm_forward, "fused LSTM forward (writes the buffers)");
+  m.def("lstm_states", &lstm_states, "fused LSTM forward, states only -> the last 2 c");
   m.def("lstm_backward", &lstm_backward, "fused LSTM backward -> d_w, dh0, dc0");
   m.def("gru_forward", &gru_forward, "fused GRU forward (writes the buffers)");
   m.def("attention_forward", &attention_forward, "softmax(q k^T) and its mixture of k");
