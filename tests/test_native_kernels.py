@@ -271,8 +271,9 @@ def test_an_lstm_without_gradients_gives_the_same_bits_without_saving_its_activa
     c0 = h0 * 0.5
     with torch.no_grad():
         hs_free, c_free = R.lstm_rows(table, rows, w, h0, c0)
-    saved = R.lstm_rows(table, rows, w.requires_grad_(), h0, c0)
-    assert taken == [1]  # the forward without saving ran once, under no_grad only
+    R.lstm_rows(table, rows, w, h0, c0)  # nothing requires a gradient: no saving either
+    saved = R.lstm_rows(table, rows, w, h0.clone().requires_grad_(), c0)
+    assert taken == [1, 1]  # not where a gradient is wanted (of h0 alone, here)
     assert torch.equal(hs_free, saved[0].detach()) and torch.equal(c_free, saved[1].detach())
     assert hs_free.permute(1, 2, 0, 3).is_contiguous()
 

@@ -256,7 +256,7 @@ def lstm_rows(table: torch.Tensor, rows: torch.Tensor, w_hh: torch.Tensor, h0: t
 def _lstm_states(ops, table: torch.Tensor, rows: torch.Tensor, w_hh: torch.Tensor,
                  h0: torch.Tensor, c0: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """`_LSTM.forward`'s values without its saved activations (`lstm_states` in
-    recurrence.cpp): the same arithmetic, a fifth of the bytes written."""
+    recurrence.cpp): the same arithmetic, a seventh of the bytes written."""
     S, K, B = rows.shape
     d = table.shape[1] // 4
     scale = _gate_scale(table, 4, d)

@@ -140,7 +140,7 @@ void lstm_cell_forward(T* __restrict__ a, const T* __restrict__ c2_prev, T* __re
 // `save`: write every step's activations into acts, c2s and tcs ([S, K, B, ...], for the
 // backward); otherwise (`lstm_states`: no gradient wanted, an evaluation) they live in a tile's
 // scratch, c2s is [K, B, d] and receives the last step's 2 c, tcs is unused, and only the states
-// reach memory: a fifth of the bytes, the same arithmetic in the same order.
+// reach memory: a seventh of the bytes, the same arithmetic in the same order.
 template <typename T>
 void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const at::Tensor& w2,
                        const at::Tensor& h0, const at::Tensor& c0, at::Tensor& acts,
@@ -159,7 +159,7 @@ void lstm_forward_impl(const at::Tensor& table2, const at::Tensor& rows, const a
   for_each_tile(K, B, [&](int64_t k, int64_t first, int64_t n) {
     const T* wk = w + k * d * G;  // [d, G d]
     const T* inputs[TILE];
-    // without `save`: one step's gates and tanh c, and 2 c of two steps (this one, the last)
+    // without `save`: one step's gates and tanh c, and 2 c of this step and the one before
     std::vector<T> a_tile(save ? 0 : n * G), tc_tile(save ? 0 : n * d);
     std::vector<T> c2_tile(save ? 0 : 2 * n * d);
     for (int64_t t = 0; t < S; ++t) {
