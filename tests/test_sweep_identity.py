@@ -27,10 +27,12 @@ from sweep_helpers import (
 )
 
 
-def _start(sweep_file: Path, results: Path, *extra: str) -> subprocess.Popen:
+def _start(sweep_file: Path, results: Path, *extra: str,
+           stderr=subprocess.PIPE) -> subprocess.Popen:
+    """A driver of `sweeper run`; `stderr` a pipe or an open file (to read while it runs)."""
     return subprocess.Popen([sys.executable, "-m", "sweeper.cli", "run", str(sweep_file),
                              "--results", str(results), "--executor", "local", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO,
                             env=subprocess_env())
 
 
@@ -61,10 +63,7 @@ def test_a_second_driver_is_refused_at_once_naming_the_first(tmp_path):
         assert f"pid {first.pid}" in line and "one driver per sweep" in line
         told = tmp_path / "waiting.err"
         with told.open("w") as err_file:
-            waiting = subprocess.Popen(
-                [sys.executable, "-m", "sweeper.cli", "run", str(sweep), "--results",
-                 str(results), "--executor", "local", "--wait"], stdout=subprocess.PIPE,
-                stderr=err_file, text=True, cwd=REPO, env=subprocess_env())
+            waiting = _start(sweep, results, "--wait", stderr=err_file)
         wait_for(lambda: "waiting:" in told.read_text(), what="the second driver waiting")
         first.send_signal(signal.SIGCONT)
         out, err = first.communicate(timeout=300)

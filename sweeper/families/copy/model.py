@@ -227,12 +227,13 @@ class Seq2Seq(nn.Module):
     def _batch_major(states: torch.Tensor) -> torch.Tensor:
         return states.permute(1, 2, 0, 3)  # [S, K, B, d] -> [K, B, S, d]
 
-    def _last(self, states: torch.Tensor) -> torch.Tensor:
+    @staticmethod
+    def _last(states: torch.Tensor) -> torch.Tensor:
         """The final state [K, B, d], selected from the states in their memory's own order:
         autograd sums its gradient with the other consumers' in the layout of the tensor it was
         selected from, and the recurrence reads a gradient in the states' layout in place (a
         time-major sum over batch-major states would cost a transposing pass a step)."""
-        batch_major = self._batch_major(states)
+        batch_major = Seq2Seq._batch_major(states)
         return batch_major[:, :, -1] if batch_major.is_contiguous() else states[-1]
 
     # -- attention and readout -------------------------------------------------------------
