@@ -548,43 +548,47 @@ def run_heads(args: argparse.Namespace) -> int:
 
     if args.cells:
         _check_suffix(args.cells, (".csv", ".json"), "--cells")
-    if args.classes is not None:
+    if args.classes is not None or args.alone is not None or args.pooled:
         if args.stage2 is not None or args.stage2_options_given:
-            raise AnalysisInputError("--classes reads SWEEP as stage 2; --stage2 and "
+            raise AnalysisInputError("--classes/--alone read SWEEP as stage 2; --stage2 and "
                                      "its options write stage 2 from a stage 1: give one")
+        if args.classes is None or args.alone is None:
+            raise AnalysisInputError("stage 2's paired table needs both --classes STAGE1 and "
+                                     "--alone ALONE (its heads alone on stage 2's data seeds)")
         return _heads_table(args)
     if args.stage2 is None and args.stage2_options_given:
         raise AnalysisInputError("--heads, --sets and --data-seeds shape stage 2: give them "
-                                 "with --stage2 FILE.yaml")
+                                 "with --stage2 FOLDER")
     results = _load(args)
-    classes = head_classes(_recomputed(results, args), args.holdout)
+    classes = head_classes(_recomputed(results, args))
     stage2 = _stage2(args, results.sweeps[0].manifest, classes) if args.stage2 else None
     if not args.json:
         sys.stdout.write(_describe_classes(results.sweeps[0].name, classes))
     if args.cells:
         _write_table(classes.heads, Path(args.cells))
-    written = _write_stage2(args, *stage2) if stage2 is not None else None
+    written = _write_stage2(args, stage2) if stage2 is not None else None
     if args.json:
-        _print_json({"sweep": results.sweeps[0].name, "base_seed": classes.base_seed,
+        _print_json({"sweep": results.sweeps[0].name,
                      "classify_seeds": list(classes.classify_seeds),
-                     "holdout_seeds": list(classes.holdout_seeds),
                      "heads": _records(classes.heads), "rates": _records(classes.rates),
                      "stage2": written})
     return 0
 
 
 def _describe_classes(name: str, classes) -> str:
-    held = ", ".join(map(str, classes.holdout_seeds)) or "none"
-    counts = classes.heads["class"].value_counts()
-    lines = [f"{name}: {len(classes.heads)} head seeds on base network {classes.base_seed}, "
-             f"classified on data seeds {', '.join(map(str, classes.classify_seeds))} "
-             f"(held out: {held})",
-             "good (learned in every one): " + _seed_list(classes.seeds_of("good")),
-             "bad (learned in none): " + _seed_list(classes.seeds_of("bad")),
-             f"mixed: {int(counts.get('mixed', 0))} heads",
-             f"each class alone ({classes.rates['source'].iloc[0]} data seeds; all: a head "
-             "picked at random):"]
-    return "\n".join(lines) + "\n" + format_frame(classes.rates.drop(columns="source"))
+    lines = [f"{name}: {classes.heads['head_seed'].nunique()} head seeds on base networks "
+             f"{', '.join(map(str, classes.bases))}, classified on data seeds "
+             f"{', '.join(map(str, classes.classify_seeds))}"]
+    for base in classes.bases:
+        counts = classes.on(base)["class"].value_counts()
+        lines += [f"base {base}: good (learned in every one): "
+                  + _seed_list(classes.seeds_of(base, "good")),
+                  f"base {base}: bad (learned in none): "
+                  + _seed_list(classes.seeds_of(base, "bad")),
+                  f"base {base}: mixed: {int(counts.get('mixed', 0))} heads"]
+    lines.append("each class on the classifying seeds (in-sample: the lottery's rates come "
+                 "from the alone sweep on stage 2's seeds):")
+    return "\n".join(lines) + "\n" + format_frame(classes.rates)
 
 
 def _recomputed(results, args: argparse.Namespace):
@@ -602,69 +606,107 @@ def _seed_list(seeds: list[int]) -> str:
     return f"{len(seeds)} heads: {', '.join(map(str, seeds))}" if seeds else "none"
 
 
-def _stage2(args: argparse.Namespace, manifest: dict, classes) -> tuple[dict, str]:
-    """Stage 2's sweep file and its header, checked before anything is printed or written."""
+def _stage2(args: argparse.Namespace, manifest: dict, classes) -> dict[str, dict]:
+    """Stage 2's sweep files (one per base, and the alone sweep), checked before anything is
+    printed or written."""
     import yaml
 
-    from .heads import CONDITIONS, stage2_sweep
+    from .heads import stage2_sweeps
 
-    _check_suffix(args.stage2, (".yaml", ".yml"), "--stage2")
+    if Path(args.stage2).suffix in (".yaml", ".yml"):
+        raise AnalysisInputError(f"--stage2: got {args.stage2}; allowed: a folder (stage 2 is "
+                                 "one sweep file per base network and the alone sweep)")
     stage1 = yaml.safe_load(manifest.get("sweep_file") or "") or {}
     if not isinstance(stage1, dict) or "name" not in stage1:
         raise AnalysisInputError("the stage-1 sweep's manifest holds no sweep file to build "
                                  "stage 2 from; allowed: a sweep run by sweeper run")
-    sweep = stage2_sweep(stage1, classes, heads=args.heads, sets=args.sets,
-                         data_seeds=args.data_seeds, name=args.name)
-    header = (f"# Stage 2 of the head-initialisation experiment, written by `sweeper heads "
-              f"{args.sweep_dir} --stage2`\n# from stage 1's classification (base network "
-              f"{classes.base_seed}). model.head_seeds lists {args.sets} sets per condition, "
-              f"in this order: {', '.join(CONDITIONS)}\n# (bad: {args.heads} bad heads; "
-              f"one_good: {args.heads - 1} bad + 1 good, the good head's position cycling; "
-              "unseen: heads stage 1 never trained).\n# Read it with: sweeper heads RESULTS/"
-              f"{sweep['name']} --classes {args.sweep_dir}\n")
-    return sweep, header
+    return stage2_sweeps(stage1, classes, heads=args.heads, sets=args.sets,
+                         data_seeds=args.data_seeds, prefix=args.name)
 
 
-def _write_stage2(args: argparse.Namespace, sweep: dict, header: str) -> dict:
+def _stage2_header(args: argparse.Namespace, name: str, sweep: dict) -> str:
+    from .heads import CONDITIONS
+
+    alone = sweep["fixed"]["model"]["heads"] == 1
+    what = ("every stage-1 head alone on every base and on stage 2's data seeds: each "
+            "multi-head trial's paired runs" if alone else
+            f"base network {sweep['fixed']['model']['base_seed']}: model.head_seeds lists "
+            f"{args.sets} sets per condition, in this order: {', '.join(CONDITIONS)} (bad: "
+            f"{args.heads} bad heads; one_good: {args.heads - 1} bad + 1 good, its position "
+            "cycling; random: any heads of stage 1, neither of the other two)")
+    return (f"# The paired head experiment, written by `sweeper heads {args.sweep_dir} --stage2"
+            f"`\n# from stage 1's classification. {name}: {what}.\n")
+
+
+def _write_stage2(args: argparse.Namespace, sweeps: dict[str, dict]) -> list[dict]:
     import yaml
 
-    path = Path(args.stage2)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = header + yaml.safe_dump(sweep, sort_keys=False, default_flow_style=None, width=96)
-    write_whole_file(path, text.encode())
-    sets, seeds = 3 * args.sets, len(args.data_seeds)
-    if not args.json:
-        print(f"wrote {path}: {sweep['name']}, {sets} head sets x {seeds} data seeds = "
-              f"{count(sets * seeds, 'trial')} of {args.heads} heads")
-    return {"file": str(path), "sweep": sweep["name"], "trials": sets * seeds,
-            "heads": args.heads}
+    folder = Path(args.stage2)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, sweep in sweeps.items():
+        path = folder / f"{name}.yaml"
+        text = _stage2_header(args, name, sweep) + yaml.safe_dump(
+            sweep, sort_keys=False, default_flow_style=None, width=96)
+        write_whole_file(path, text.encode())
+        axes = sweep["axes"]["model"]
+        sets = len(axes["head_seeds"]["grid"]) * len(axes.get("base_seed", {}).get("grid", [1]))
+        trials = sets * len(sweep["seeds"])
+        if not args.json:
+            print(f"wrote {path}: {name}, {count(trials, 'trial')} of "
+                  f"{sweep['fixed']['model']['heads']} heads")
+        written.append({"file": str(path), "sweep": name, "trials": trials,
+                        "heads": sweep["fixed"]["model"]["heads"]})
+    return written
 
 
 def _heads_table(args: argparse.Namespace) -> int:
-    from .heads import head_classes, head_init_table
-    from .outcomes import with_outcomes
+    import pandas as pd
+
+    from .heads import (class_rates, comparisons, good_head_steps, head_classes,
+                        paired_table, paired_trials)
     from .phase import outcome_trajectories
 
-    located = _located(args, args.classes, "--classes")
-    stage1 = load(located.results, located.name)
-    classes = head_classes(_recomputed(stage1, args), args.holdout)
-    results = _load(args)
-    trajectories = outcome_trajectories(results)
-    table = head_init_table(with_outcomes(results.trials, trajectories, _thresholds(args)),
-                            trajectories, classes, _thresholds(args))
-    rates = classes.rates.set_index("class")
+    stage1 = _load_located(args, args.classes, "--classes")
+    classes = head_classes(_recomputed(stage1, args))
+    alone = _load_located(args, args.alone, "--alone")
+    stages = [_load(args)] + [_load_located(args, s, "--with") for s in args.pooled]
+    trials = pd.concat([_recomputed(r, args) for r in stages], ignore_index=True)
+    trajectories = pd.concat([outcome_trajectories(r) for r in stages], ignore_index=True)
+    per_trial = paired_trials(trials, trajectories, _recomputed(alone, args), classes,
+                              _thresholds(args))
+    rates = class_rates(_recomputed(alone, args), classes, sorted(per_trial["seed"].unique()))
+    table = paired_table(per_trial, rates, effect=args.effect)
+    tests = comparisons(per_trial, effect=args.effect)
+    good = good_head_steps(per_trial)
+    names = [r.sweeps[0].name for r in stages]
     if args.cells:
         _write_table(table, Path(args.cells))
     if args.json:
-        _print_json({"sweep": results.sweeps[0].name, "classified_by": stage1.sweeps[0].name,
-                     "rates": _records(classes.rates), "table": _records(table)})
+        _print_json({"sweeps": names, "classified_by": stage1.sweeps[0].name,
+                     "alone": alone.sweeps[0].name, "class_rates": _records(rates),
+                     "table": _records(table), "comparisons": _records(tests),
+                     "good_head": _records(good)})
         return 0
-    print(f"{results.sweeps[0].name}: heads classified by {stage1.sweeps[0].name} "
-          f"(rates alone on {rates['source'].iloc[0]} data seeds: good "
-          f"{rates.loc['good', 'rate']:.2f}, bad {rates.loc['bad', 'rate']:.2f}, any "
-          f"{rates.loc['all', 'rate']:.2f})")
+    print(f"{', '.join(names)}: {count(len(per_trial), 'trial')}, heads classified by "
+          f"{stage1.sweeps[0].name}, paired with {alone.sweeps[0].name} (each head alone on "
+          "the same base and data seed)")
+    print("each class alone on stage 2's data seeds, per base:")
+    sys.stdout.write(format_frame(rates, args.format))
+    print("the model against its heads alone, trial by trial (exact McNemar; verdicts with "
+          "their power):")
     sys.stdout.write(format_frame(table, args.format))
+    print("comparisons:")
+    sys.stdout.write(format_frame(tests, args.format))
+    if not good.empty:
+        print("the good head, alone and in company:")
+        sys.stdout.write(format_frame(good, args.format))
     return 0
+
+
+def _load_located(args: argparse.Namespace, target: str, argument: str):
+    located = _located(args, target, argument)
+    return load(located.results, located.name)
 
 
 def _seed_values(text: str) -> list[int]:
@@ -686,35 +728,55 @@ class _Stage2Option(argparse.Action):
 
 def _add_heads(subparsers) -> None:
     p = subparsers.add_parser(
-        "heads", help="the head-initialisation experiment: classify heads, write stage 2, "
-                      "compare with the lottery",
-        description="Stage 1 (one-head models over many model.head_seeds on one "
-                    "model.base_seed): which heads are good (attention learned in every data "
-                    "seed) or bad (in none); --stage2 writes the eight-head sweep. With "
-                    "--classes STAGE1, a stage-2 sweep's table: the rate per composition of "
-                    "heads beside what independent heads (a lottery) predict.")
+        "heads", help="the paired head experiment: classify heads, write stage 2, test it "
+                      "against the lottery with its power",
+        description="Stage 1 (one-head models over many model.head_seeds on one or more "
+                    "model.base_seed): which heads are good on their base (attention learned "
+                    "in every data seed) or bad (in none); --stage2 FOLDER writes the "
+                    "multi-head sweeps (one per base) and the alone sweep (every head alone on "
+                    "stage 2's data seeds). With --classes STAGE1 --alone ALONE, stage 2's "
+                    "paired table: each model against its own heads alone on the same base and "
+                    "data seed (exact McNemar), heads in company against alone, conditions "
+                    "against each other, every verdict with its power.")
     _add_sweep(p)
+    p.add_argument("--with", dest="pooled", action="append", default=[], metavar="STAGE2",
+                   help="another stage-2 sweep pooled with SWEEP (another base network); "
+                        "repeatable")
     p.add_argument("--classes", metavar="STAGE1",
                    help="read SWEEP as stage 2, its heads classified by this stage 1 (named as "
                         "SWEEP is)")
-    p.add_argument("--holdout", type=int_argument(0, 100_000), default=None,
-                   help="data seeds of stage 1 (the largest) held out of the classification, "
-                        "measuring each class's rate alone (default 1 with 4 or more seeds)")
-    p.add_argument("--stage2", metavar="FILE.yaml", help="write stage 2's sweep file here")
+    p.add_argument("--alone", metavar="ALONE",
+                   help="the alone sweep: stage 2's heads alone on its bases and data seeds")
+    p.add_argument("--effect", type=_effect_value, default=None,
+                   help="the difference in success rate every test's power is computed "
+                        "against (default 0.2)")
+    p.add_argument("--stage2", metavar="FOLDER", help="write stage 2's sweep files here")
     p.add_argument("--heads", type=int_argument(2, 256), default=8, action=_Stage2Option,
                    help="heads of stage 2's models (default 8)")
-    p.add_argument("--sets", type=int_argument(1, 10_000), default=8, action=_Stage2Option,
-                   help="head sets per condition (default 8)")
-    p.add_argument("--data-seeds", type=_seed_values, default=[1000, 1001, 1002, 1003],
+    p.add_argument("--sets", type=int_argument(1, 10_000), default=6, action=_Stage2Option,
+                   help="head sets per condition and base (default 6)")
+    p.add_argument("--data-seeds", type=_seed_values, default=[3000, 3001, 3002, 3003],
                    action=_Stage2Option,
-                   help="stage 2's data seeds (default 1000,1001,1002,1003: not stage 1's)")
-    p.add_argument("--name", help="stage 2's sweep name (default: stage 1's, _stage2)")
+                   help="stage 2's data seeds (default 3000,3001,3002,3003: not stage 1's)")
+    p.add_argument("--name", help="stage 2's sweep names' prefix (default: stage 1's name "
+                                  "without _stage1)")
     p.add_argument("--cells", help="also write the table (heads, or stage 2's) as .csv/.json")
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="stage 2's table as table (default), csv or json")
     _add_json(p, "the classes (or, with --classes, the table) and the sweep")
     _add_threshold_options(p)
     p.set_defaults(func=run_heads, analysis_command="heads", stage2_options_given=False)
+
+
+def _effect_value(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: a difference in success "
+                                         "rate strictly between 0 and 1, e.g. 0.2")
+    return value
 
 
 # ---------------------------------------------------------------- dashboard

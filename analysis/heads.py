@@ -1,27 +1,29 @@
-"""Snell et al.'s head-initialisation experiment: are averaged heads a lottery?
+"""Snell et al.'s head-initialisation experiment, paired: are averaged heads a lottery?
 
-If H averaged heads recovered only because each is an independent lottery ticket, an H-head
-model would learn at the rate 1 - prod(1 - p_i), p_i each head's rate alone. Snell et al. argue
-more: averaging changes the dynamics, so one good head among bad ones learns reliably. The
-experiment that can tell them apart fixes the base network (`model.base_seed`) and draws each
-head from its own seed (`model.head_seeds`, the same tensors in any model that lists the seed):
+If H averaged heads recovered only because each is a lottery ticket, an H-head model would
+learn when one of its heads would have learned alone. Snell et al. argue more: averaging
+changes the dynamics, so heads that fail alone learn in company. The experiment that can tell
+them apart fixes the base network (`model.base_seed`) and draws each head from its own seed
+(`model.head_seeds`, the same tensors in any model that lists the seed), on several bases:
 
-- **Stage 1** (`head_classes`): one-head models, many head seeds x a few data seeds. A head is
-  *good* if its attention learns in every classifying data seed, *bad* if in none, *mixed*
-  otherwise. Held-out data seeds (the last `holdout` of them) measure each class's rate alone
-  on data the classification never saw: the rate the lottery must use, since the classifying
-  seeds select bad heads for failing (in-sample, bad is 0 by construction).
-- **Stage 2** (`stage2_sweep`): H-head models of H bad heads, H - 1 bad + 1 good, and H heads
-  stage 1 never saw, on fresh data seeds.
-- **The table** (`head_init_table`): per condition, the rate attention learned with its Wilson
-  interval beside the lottery's prediction from the stage-1 class rates, how many heads
-  aligned, and whether the aligned head was the good one.
+- **Stage 1** (`head_classes`): one-head models, many head seeds x a few classifying data seeds
+  on each base. A head is *good* on its base if its attention learns in every classifying seed,
+  *bad* if in none, *mixed* otherwise.
+- **Stage 2** (`stage2_sweeps`): per base, H-head models of H bad heads, H - 1 bad + 1 good
+  (its position cycling), and H random heads, on fresh data seeds; and the **alone** sweep
+  (`alone_sweep`): every stage-1 head alone on those same data seeds and bases, so that each
+  multi-head trial is paired with its own heads alone on the same base and the same data.
+- **The paired table** (`paired_trials`, `paired_table`): per condition, the model's outcome
+  against its heads' outcomes alone trial by trial (exact McNemar), P(model learns | no head
+  learns alone), heads aligning in company against alone, and the independent-heads prediction
+  from class rates on the same seeds, each verdict with its power (sweeper.results.stats).
 
-Compute a data object here; `sweeper heads` prints and writes them (analysis/cli.py).
+Compute data objects here; `sweeper heads` prints and writes them (analysis/cli.py).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -32,17 +34,17 @@ import numpy as np
 import pandas as pd
 
 from sweeper.numbers import MAX_SEED, check_int
-from sweeper.results.cells import COUNTED_STATUSES, wilson_interval
+from sweeper.results.cells import COUNTED_STATUSES
 from sweeper.results.layout import check_sweep_name
-from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds, item_maxima
+from sweeper.results.outcomes import DEFAULT_THRESHOLDS, Thresholds
+from sweeper.results.stats import exact_interval
 
 from .errors import AnalysisInputError
 
 OUTCOME = "attention_learned"
 HEAD_SEEDS, HEADS, BASE_SEED = "model.head_seeds", "model.heads", "model.base_seed"
 CLASSES = ("good", "bad", "mixed")
-UNSEEN = "unseen"  # a head seed stage 1 did not train
-CLASS_COLUMNS = ("head_seed", "n", "learned", "class", "holdout_n", "holdout_learned")
+CLASS_COLUMNS = ("base_seed", "head_seed", "n", "learned", "class")
 
 
 def head_seed_lists(trials: pd.DataFrame) -> pd.Series:
@@ -50,10 +52,19 @@ def head_seed_lists(trials: pd.DataFrame) -> pd.Series:
     if HEAD_SEEDS not in trials.columns or trials[HEAD_SEEDS].isna().any():
         raise AnalysisInputError(
             f"{HEAD_SEEDS}: the sweep's trials do not all list their head seeds; allowed: a "
-            f"sweep with {HEAD_SEEDS} set in every trial (search_spaces/snell_head_init_stage1"
+            f"sweep with {HEAD_SEEDS} set in every trial (search_spaces/snell_heads_stage1"
             ".yaml)")
     return trials[HEAD_SEEDS].map(lambda v: [int(s) for s in (json.loads(v)
                                                              if isinstance(v, str) else v)])
+
+
+def base_seeds(trials: pd.DataFrame, role: str) -> pd.Series:
+    """Each trial's `model.base_seed` (int); refused where a trial leaves it null (its base
+    would then be its data seed's, and no head would meet the same base twice)."""
+    if BASE_SEED not in trials.columns or trials[BASE_SEED].isna().any():
+        raise AnalysisInputError(f"{BASE_SEED}: {role} leaves it null in some trials; allowed: "
+                                 "a fixed base network per trial (an int or an axis of ints)")
+    return trials[BASE_SEED].astype(int)
 
 
 def _counted(trials: pd.DataFrame) -> pd.DataFrame:
@@ -64,125 +75,133 @@ def _counted(trials: pd.DataFrame) -> pd.DataFrame:
     return trials[ok]
 
 
+def one_head_runs(trials: pd.DataFrame, role: str) -> pd.DataFrame:
+    """One row per counted one-head trial: base_seed, head_seed, seed, learned, step (its
+    `attention_steps`: the first step attention reached the threshold, NaN where never)."""
+    trials = _counted(trials)
+    if trials.empty:
+        raise AnalysisInputError(f"{role} has no finished trials")
+    heads = trials[HEADS].astype(int)
+    if (heads != 1).any():
+        raise AnalysisInputError(f"{HEADS}: got {sorted(heads.unique().tolist())} in {role}; "
+                                 "allowed: 1 in every trial (one head alone per trial)")
+    steps = (trials["attention_steps"].astype(float).to_numpy()
+             if "attention_steps" in trials.columns else np.full(len(trials), np.nan))
+    return pd.DataFrame({"base_seed": base_seeds(trials, role).to_numpy(),
+                         "head_seed": [s[0] for s in head_seed_lists(trials)],
+                         "seed": trials["seed"].astype(int).to_numpy(),
+                         "learned": trials[OUTCOME].astype(bool).to_numpy(), "step": steps})
+
+
 @dataclass(frozen=True)
 class HeadClasses:
-    """Stage 1's verdict on each head seed and each class's rate alone.
+    """Stage 1's verdict on each head seed on each base network.
 
-    heads: one row per head seed (CLASS_COLUMNS): classifying trials `n`, how many `learned`,
-    its `class`, and its held-out trials. rates: one row per class and for all heads together
-    (`all`, the rate of a head stage 1 did not pick): trials, learned, rate and Wilson interval,
-    on held-out seeds when there are any (`source` says which). base_seed: the base network
-    stage 1 trained every head on.
+    heads: one row per (base_seed, head_seed) (CLASS_COLUMNS): classifying trials `n`, how
+    many `learned`, its `class`. rates: per base and class, trials, learned, the rate and its
+    exact (Clopper-Pearson) interval on the classifying seeds: in-sample, so bad is 0 and good
+    1 by construction; the rates the lottery uses come from the alone sweep (`paired_table`).
     """
 
     heads: pd.DataFrame
     rates: pd.DataFrame
-    base_seed: int | None
     classify_seeds: tuple[int, ...]
-    holdout_seeds: tuple[int, ...]
 
-    def seeds_of(self, name: str) -> list[int]:
-        return self.heads.loc[self.heads["class"] == name, "head_seed"].astype(int).tolist()
+    @property
+    def bases(self) -> list[int]:
+        return sorted(int(b) for b in self.heads["base_seed"].unique())
 
-    def class_of(self, seed: int) -> str:
-        row = self.heads.loc[self.heads["head_seed"] == seed, "class"]
-        return str(row.iloc[0]) if len(row) else UNSEEN
+    def on(self, base: int) -> pd.DataFrame:
+        return self.heads[self.heads["base_seed"] == base]
 
-    def rate(self, name: str) -> tuple[float, float, float]:
-        """(rate, low, high) of a class alone; an unseen head has the rate of all heads."""
-        row = self.rates.loc[self.rates["class"] == ("all" if name == UNSEEN else name)]
-        if row.empty:
-            return (np.nan, np.nan, np.nan)
-        return tuple(float(row[c].iloc[0]) for c in ("rate", "low", "high"))
+    def seeds_of(self, base: int, name: str) -> list[int]:
+        part = self.on(base)
+        return part.loc[part["class"] == name, "head_seed"].astype(int).tolist()
+
+    def class_of(self, base: int, seed: int) -> str:
+        part = self.on(base)
+        row = part.loc[part["head_seed"] == seed, "class"]
+        if not len(row):
+            raise AnalysisInputError(f"head seed {seed} on base {base}: stage 1 did not train "
+                                     "it; allowed: heads stage 1 classified on that base")
+        return str(row.iloc[0])
 
 
-def head_classes(trials: pd.DataFrame, holdout: int | None = None) -> HeadClasses:
-    """Classify stage 1's head seeds (module docstring). `holdout`: how many of the data seeds
-    (the largest) to hold out of the classification; default 1 when there are at least 4, else
-    0 (the class rates are then in-sample and the lottery's bad rate is 0 by construction)."""
-    trials = _counted(trials)
-    if trials.empty:
-        raise AnalysisInputError("the sweep has no finished trials to classify heads by")
-    heads = trials[HEADS].astype(int)
-    if (heads != 1).any():
-        raise AnalysisInputError(f"{HEADS}: got {sorted(heads.unique().tolist())}; allowed: "
-                                 "1 in every trial of stage 1 (one head alone per trial)")
-    bases = trials[BASE_SEED].dropna().unique() if BASE_SEED in trials.columns else []
-    if len(bases) > 1 or (len(bases) == 1 and trials[BASE_SEED].isna().any()):
-        raise AnalysisInputError(f"{BASE_SEED}: stage 1 trains heads on {len(bases)} base "
-                                 "networks; allowed: one (a fixed model.base_seed)")
-    seeds = sorted(int(s) for s in trials["seed"].unique())
-    if holdout is None:
-        holdout = 1 if len(seeds) >= 4 else 0
-    if not 0 <= holdout < len(seeds):
-        raise AnalysisInputError(f"--holdout: got {holdout}; allowed: 0 to {len(seeds) - 1} "
-                                 f"(stage 1 has {len(seeds)} data seeds)")
-    held = set(seeds[len(seeds) - holdout:])
-    frame = pd.DataFrame({"head_seed": [s[0] for s in head_seed_lists(trials)],
-                          "held": trials["seed"].astype(int).isin(held).to_numpy(),
-                          "learned": trials[OUTCOME].astype(bool).to_numpy()})
-    classify, test = frame[~frame["held"]], frame[frame["held"]]
-    table = classify.groupby("head_seed")["learned"].agg(n="size", learned="sum")
+def head_classes(trials: pd.DataFrame) -> HeadClasses:
+    """Classify stage 1's head seeds on each base (module docstring)."""
+    runs = one_head_runs(trials, "stage 1")
+    table = runs.groupby(["base_seed", "head_seed"])["learned"].agg(n="size", learned="sum")
     table["class"] = np.select([table["learned"] == table["n"], table["learned"] == 0],
                                ["good", "bad"], "mixed")
-    out = test.groupby("head_seed")["learned"].agg(holdout_n="size", holdout_learned="sum")
-    table = table.join(out).fillna({"holdout_n": 0, "holdout_learned": 0}).reset_index()
-    table = table.astype({"n": int, "learned": int, "holdout_n": int, "holdout_learned": int})
-    rates = _class_rates(table, "holdout" if holdout else "classifying")
-    return HeadClasses(table[list(CLASS_COLUMNS)], rates,
-                       int(bases[0]) if len(bases) else None,
-                       tuple(s for s in seeds if s not in held), tuple(sorted(held)))
-
-
-def _class_rates(table: pd.DataFrame, source: str) -> pd.DataFrame:
-    n, k = (("holdout_n", "holdout_learned") if source == "holdout" else ("n", "learned"))
+    table = table.reset_index().astype({"n": int, "learned": int})
     rows = []
-    for name in (*CLASSES, "all"):
-        part = table if name == "all" else table[table["class"] == name]
-        trials, learned = int(part[n].sum()), int(part[k].sum())
-        low, high = wilson_interval(learned, trials)
-        rows.append({"class": name, "heads": len(part), "trials": trials, "learned": learned,
-                     "rate": learned / trials if trials else np.nan, "low": float(low),
-                     "high": float(high), "source": source})
-    return pd.DataFrame(rows)
+    for base, part in table.groupby("base_seed"):
+        for name in (*CLASSES, "all"):
+            sub = part if name == "all" else part[part["class"] == name]
+            n, k = int(sub["n"].sum()), int(sub["learned"].sum())
+            low, high = exact_interval(k, n)
+            rows.append({"base_seed": int(base), "class": name, "heads": len(sub), "trials": n,
+                         "learned": k, "rate": k / n if n else np.nan, "low": low,
+                         "high": high})
+    seeds = tuple(sorted(int(s) for s in runs["seed"].unique()))
+    return HeadClasses(table[list(CLASS_COLUMNS)], pd.DataFrame(rows), seeds)
 
 
 # ---------------------------------------------------------------- stage 2
 
-CONDITIONS = ("bad", "one_good", "unseen")
+CONDITIONS = ("bad", "one_good", "random")
 
 
-def stage2_sets(classes: HeadClasses, heads: int = 8, sets: int = 8,
+def condition_of(kinds: Sequence[str]) -> str:
+    """The condition a set of head classes belongs to: all bad, one good among bad, or random
+    (any other composition; `stage2_sets` never draws the first two as random)."""
+    if all(k == "bad" for k in kinds):
+        return "bad"
+    if kinds.count("good") == 1 and kinds.count("bad") == len(kinds) - 1:
+        return "one_good"
+    return "random"
+
+
+def condition_label(condition: str, heads: int) -> str:
+    return {"bad": f"{heads} bad", "one_good": f"{heads - 1} bad + 1 good",
+            "random": f"{heads} random"}[condition]
+
+
+def stage2_sets(classes: HeadClasses, base: int, heads: int = 8, sets: int = 6,
                 seed: int = 0) -> dict[str, list[list[int]]]:
-    """Per condition, `sets` lists of `heads` distinct head seeds: all bad; bad with one good
-    (its position cycles through the heads, so position cannot explain a result); seeds stage
-    1 never trained (above its largest). Drawn reproducibly from `seed`."""
-    bad, good = classes.seeds_of("bad"), classes.seeds_of("good")
+    """Per condition, `sets` distinct lists of `heads` distinct head seeds of one base: all
+    bad; bad with one good (its position cycles, so position cannot explain a result); random
+    (drawn from every head stage 1 classified on the base, redrawn when it is all bad or one
+    good among bad, so that each condition is its own). Reproducible from `seed`."""
+    bad, good = classes.seeds_of(base, "bad"), classes.seeds_of(base, "good")
+    every = classes.on(base)["head_seed"].astype(int).tolist()
     if heads < 2:
         raise AnalysisInputError(f"--heads: got {heads}; allowed: 2 or more (one good head "
                                  "among bad ones needs at least two heads)")
     if len(bad) < heads:
-        raise AnalysisInputError(f"stage 1 has {len(bad)} bad heads; allowed: at least "
-                                 f"--heads {heads} (train more head seeds in stage 1)")
+        raise AnalysisInputError(f"stage 1 has {len(bad)} bad heads on base {base}; allowed: "
+                                 f"at least --heads {heads} (train more head seeds in stage 1)")
     if not good:
-        raise AnalysisInputError("stage 1 has no good head (one whose attention learned in "
-                                 "every classifying data seed): train more head seeds")
+        raise AnalysisInputError(f"stage 1 has no good head on base {base} (one whose "
+                                 "attention learned in every classifying data seed): train "
+                                 "more head seeds")
     possible = min(math.comb(len(bad), heads),  # all bad; one good at each position:
                    heads * math.perm(len(bad), heads - 1) * len(good))
     if sets > possible:
         raise AnalysisInputError(f"--sets: got {sets}; allowed: at most {possible} (stage 1's "
-                                 f"{len(bad)} bad and {len(good)} good heads make {possible} "
-                                 f"distinct sets of {heads} per condition; a set listed twice "
-                                 "would be one cell)")
-    rng = np.random.default_rng(seed)
-    first_unseen = int(classes.heads["head_seed"].max()) + 1
+                                 f"{len(bad)} bad and {len(good)} good heads on base {base} "
+                                 f"make {possible} distinct sets of {heads} per condition; a "
+                                 "set listed twice would be one cell)")
+    rng = np.random.default_rng([seed, base])
+    kind = dict(zip(every, (classes.class_of(base, s) for s in every)))
     out: dict[str, list[list[int]]] = {c: [] for c in CONDITIONS}
     for i in range(sets):
         out["bad"].append(_new_set(out["bad"], lambda: sorted(
             int(s) for s in rng.choice(bad, heads, replace=False))))
         out["one_good"].append(_new_set(out["one_good"], lambda i=i: _with_good(
             rng, bad, good, heads, i % heads)))
-        out["unseen"].append(list(range(first_unseen + i * heads, first_unseen + (i + 1) * heads)))
+        out["random"].append(_new_set(out["random"], lambda: _random_set(rng, every, kind,
+                                                                         heads)))
     return out
 
 
@@ -201,30 +220,54 @@ def _with_good(rng: np.random.Generator, bad: list[int], good: list[int], heads:
     return ones
 
 
-def stage2_sweep(stage1_file: Mapping[str, Any], classes: HeadClasses, *, heads: int = 8,
-                 sets: int = 8, data_seeds: Sequence[int] = (1000, 1001, 1002, 1003),
-                 name: str | None = None, seed: int = 0) -> dict[str, Any]:
-    """Stage 2's sweep file from stage 1's (its mapping, overrides applied): the same task,
-    scale, training and base network, `heads` heads from `stage2_sets`, on `data_seeds`
-    (fresh: not stage 1's)."""
-    import copy
+def _random_set(rng: np.random.Generator, every: list[int], kind: Mapping[int, str],
+                heads: int) -> list[int]:
+    for _ in range(10_000):
+        drawn = [int(s) for s in rng.choice(every, heads, replace=False)]
+        if condition_of([kind[s] for s in drawn]) == "random":
+            return drawn
+    raise AnalysisInputError(f"stage 1's heads draw no random set of {heads} that is not all "
+                             "bad or one good among bad; allowed: a stage 1 with mixed heads")
 
-    if classes.base_seed is None:
-        raise AnalysisInputError(f"{BASE_SEED}: stage 1 left it null; allowed: a fixed base "
-                                 "network, so stage 2's heads meet the base they were judged on")
+
+def stage2_sweeps(stage1_file: Mapping[str, Any], classes: HeadClasses, *, heads: int = 8,
+                  sets: int = 6, data_seeds: Sequence[int] = (3000, 3001, 3002, 3003),
+                  prefix: str | None = None, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Stage 2's sweep files from stage 1's (its mapping): one `heads`-head sweep per base
+    network (`{prefix}_stage2_base{b}`: a head set is a set on its own base only), and the
+    alone sweep (`{prefix}_alone`: every stage-1 head alone on every base and on stage 2's
+    data seeds: the paired runs). The same task, scale and training; fresh data seeds."""
+    prefix = prefix or str(stage1_file["name"]).removesuffix("_stage1")
+    check_sweep_name(f"{prefix}_stage2_base0", "--name")
+    seeds = _fresh_seeds(data_seeds, classes)
+    out = {}
+    for base in classes.bases:
+        sweep = _with_model(stage1_file, f"{prefix}_stage2_base{base}", heads, base, seeds)
+        conditions = stage2_sets(classes, base, heads, sets, seed)
+        sweep["axes"] = {"model": {"head_seeds": {"grid": [
+            s for c in CONDITIONS for s in conditions[c]]}}}
+        out[sweep["name"]] = sweep
+    alone = _with_model(stage1_file, f"{prefix}_alone", 1, None, seeds)
+    every = sorted(int(s) for s in classes.heads["head_seed"].unique())
+    alone["axes"] = {"model": {"base_seed": {"grid": classes.bases},
+                               "head_seeds": {"grid": [[s] for s in every]}}}
+    out[alone["name"]] = alone
+    return out
+
+
+def _with_model(stage1_file: Mapping[str, Any], name: str, heads: int, base: int | None,
+                seeds: list[int]) -> dict[str, Any]:
     out = copy.deepcopy(dict(stage1_file))
-    out["name"] = name or f"{out['name'].removesuffix('_stage1')}_stage2"
+    out["name"] = name
     fixed = out.setdefault("fixed", {}) or {}
-    model = fixed.setdefault("model", {}) or {}
-    model.update({"heads": heads, "base_seed": classes.base_seed})
+    model = dict(fixed.get("model") or {})
+    model["heads"] = heads
     model.pop("head_seeds", None)
+    model.pop("base_seed", None)
+    if base is not None:
+        model["base_seed"] = base
     fixed["model"], out["fixed"] = model, fixed
-    conditions = stage2_sets(classes, heads, sets, seed)
-    axes = {"model": {"head_seeds": {"grid": [s for c in CONDITIONS for s in conditions[c]]}}}
-    out["axes"] = axes
-    out["seeds"] = _fresh_seeds(data_seeds, classes)
-    if name is not None:
-        check_sweep_name(name, "--name")
+    out["seeds"] = seeds
     return out
 
 
@@ -235,90 +278,260 @@ def _fresh_seeds(data_seeds: Sequence[int], classes: HeadClasses) -> list[int]:
              for s in data_seeds]
     if len(set(seeds)) != len(seeds):
         raise AnalysisInputError(f"--data-seeds: got {seeds}; allowed: distinct seeds")
-    used = sorted(set(seeds) & set(classes.classify_seeds + classes.holdout_seeds))
+    used = sorted(set(seeds) & set(classes.classify_seeds))
     if used:
         raise AnalysisInputError(f"--data-seeds: got {used}, stage 1's own; allowed: seeds "
                                  "stage 1 did not train on (its heads were judged on them)")
     return seeds
 
 
-# ---------------------------------------------------------------- the table
+# ---------------------------------------------------------------- the paired table
 
-TABLE_COLUMNS = ("condition", "good", "bad", "mixed", "unseen", "n", "learned", "rate", "low",
-                 "high", "lottery", "lottery_low", "lottery_high", "verdict", "heads_aligned",
-                 "mean_aligned", "lottery_aligned", "good_aligned", "bad_aligned")
+ARM_COLUMNS = ("budget.steps", "model.head_merge")
 
 
-def condition_name(counts: Mapping[str, int]) -> str:
-    """'7 bad + 1 good', '8 bad', '8 unseen': the composition of a trial's heads."""
-    parts = [f"{counts[c]} {c}" for c in ("bad", "good", "mixed", UNSEEN) if counts.get(c)]
-    return " + ".join(parts)
+def arm_of(trials: pd.DataFrame) -> pd.Series:
+    """Each stage-2 trial's arm: its budget and how its heads merge ("400 steps, mean")."""
+    steps = (trials["budget.steps"].astype(int).astype(str) if "budget.steps" in trials.columns
+             else pd.Series("?", index=trials.index))
+    merge = (trials["model.head_merge"].fillna("mean").astype(str)
+             if "model.head_merge" in trials.columns else pd.Series("mean", index=trials.index))
+    return steps + " steps, " + merge
 
 
-def head_init_table(trials: pd.DataFrame, trajectories: pd.DataFrame, classes: HeadClasses,
-                    thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pd.DataFrame:
-    """Stage 2's table, one row per composition of heads (module docstring; TABLE_COLUMNS):
-    the observed rate and its Wilson interval; the lottery, 1 - prod(1 - p_class) over the
-    trial's heads with each class's rate alone from stage 1 (its interval from the class
-    rates' intervals); verdict: 'beyond lottery' / 'below lottery' when the intervals do not
-    overlap, else 'as lottery'; heads_aligned: trials with 0, 1, 2, ... heads whose attention
-    accuracy reached the attention_learned threshold, `mean_aligned` their mean and
-    `lottery_aligned` the mean independent heads would give (the sum of the heads' rates
-    alone); good_aligned / bad_aligned: trials where a good / a bad head did (independent, a
-    good head aligns at the good rate alone, whatever its company)."""
+def paired_trials(trials: pd.DataFrame, trajectories: pd.DataFrame, alone: pd.DataFrame,
+                  classes: HeadClasses, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pd.DataFrame:
+    """One row per counted stage-2 trial, paired with its heads alone: arm, base_seed, seed,
+    head_seeds, condition, learned (the model's attention), steps (when), and per head (lists
+    in the model's head order): kinds (class on its base), alone (learned alone on this base
+    and data seed), alone_step, aligned (its attention accuracy reached the threshold in
+    company) and aligned_step; any_alone (some head learned alone)."""
     trials = _counted(trials).copy()
     if trials.empty:
-        raise AnalysisInputError("the sweep has no finished trials")
-    lists = head_seed_lists(trials)
-    reached = _heads_reached(trajectories, trials["trial_id"], thresholds.attention_learned)
+        raise AnalysisInputError("stage 2 has no finished trials")
+    level = thresholds.attention_learned
+    runs = one_head_runs(alone, "the alone sweep")
+    alone_by = {(b, h, d): (bool(ok), step) for b, h, d, ok, step in zip(
+        runs["base_seed"], runs["head_seed"], runs["seed"], runs["learned"], runs["step"])}
+    reached = _heads_first_step(trajectories, trials["trial_id"], level)
+    lists, bases = head_seed_lists(trials), base_seeds(trials, "stage 2")
+    steps = (trials["attention_steps"] if "attention_steps" in trials.columns
+             else pd.Series(np.nan, index=trials.index))
     rows = []
-    for i, (trial_id, seeds) in enumerate(zip(trials["trial_id"], lists)):
-        kinds = [classes.class_of(s) for s in seeds]
-        aligned = reached.get(trial_id, [])
-        rows.append({"trial_id": trial_id, "learned": bool(trials[OUTCOME].iloc[i]),
-                     **{c: kinds.count(c) for c in (*CLASSES, UNSEEN)},
-                     "aligned": int(sum(aligned)),
-                     "good_aligned": any(a and k == "good" for a, k in zip(aligned, kinds)),
-                     "bad_aligned": any(a and k == "bad" for a, k in zip(aligned, kinds)),
-                     **_lottery(kinds, classes)})
-    per_trial = pd.DataFrame(rows)
-    groups = per_trial.groupby(["good", "bad", "mixed", UNSEEN], sort=False)
-    table = pd.DataFrame([_condition_row(key, part) for key, part in groups])
-    return table[list(TABLE_COLUMNS)].sort_values(["good", "unseen", "bad"]).reset_index(drop=True)
-
-
-def _heads_reached(trajectories: pd.DataFrame, trial_ids: pd.Series,
-                   level: float) -> dict[str, list[bool]]:
-    """Per trial, whether each head's attention accuracy reached `level` at some step."""
-    rows = trajectories[trajectories["trial_id"].isin(set(trial_ids))]
-    best = item_maxima(rows, ["trial_id"], "attn_acc_head")
-    out: dict[str, list[bool]] = {}
-    for (trial_id, _head), value in best.items():
-        out.setdefault(trial_id, []).append(bool(value >= level))
+    for (trial_id, arm, base, seed, learned, step), heads in zip(zip(
+            trials["trial_id"], arm_of(trials), bases, trials["seed"].astype(int),
+            trials[OUTCOME].astype(bool), steps), lists):
+        kinds = [classes.class_of(base, h) for h in heads]
+        missing = [h for h in heads if (base, h, seed) not in alone_by]
+        if missing:
+            raise AnalysisInputError(f"--alone: head {missing[0]} on base {base}, data seed "
+                                     f"{seed} is not stored there; allowed: an alone sweep "
+                                     "that trains every stage-2 head on its base and data seed "
+                                     "(`sweeper heads STAGE1 --stage2` writes it)")
+        first = reached.get(trial_id, [np.nan] * len(heads))
+        rows.append({"trial_id": trial_id, "arm": arm, "base_seed": base, "seed": seed,
+                     "head_seeds": heads, "condition": condition_of(kinds), "learned": learned,
+                     "steps": step, "kinds": kinds,
+                     "alone": [alone_by[(base, h, seed)][0] for h in heads],
+                     "alone_step": [alone_by[(base, h, seed)][1] for h in heads],
+                     "aligned": [bool(np.isfinite(f)) for f in first], "aligned_step": first})
+    out = pd.DataFrame(rows)
+    out["any_alone"] = out["alone"].map(any)
     return out
 
 
-def _lottery(kinds: Sequence[str], classes: HeadClasses) -> dict[str, float]:
-    """1 - prod(1 - p) over the heads, at the class rates and at their interval bounds
-    (monotone in each p, so bounds map to bounds)."""
-    rates = np.array([classes.rate(k) for k in kinds])  # [H, (rate, low, high)]
-    fail = np.prod(1.0 - rates, axis=0)
-    return {"lottery": 1 - fail[0], "lottery_low": 1 - fail[1], "lottery_high": 1 - fail[2],
-            "lottery_aligned": float(rates[:, 0].sum())}
+def _heads_first_step(trajectories: pd.DataFrame, trial_ids: pd.Series,
+                      level: float) -> dict[str, list[float]]:
+    """Per trial, each head's first step with attention accuracy >= level (NaN: never)."""
+    rows = trajectories[trajectories["trial_id"].isin(set(trial_ids))]
+    out: dict[str, list[float]] = {}
+    for trial_id, part in rows.groupby("trial_id", sort=False):
+        part = part.sort_values("step")
+        heads = np.stack(part["attn_acc_head"].map(np.asarray).to_numpy())  # [steps, H]
+        reached = heads >= level
+        first = np.where(reached.any(axis=0), part["step"].to_numpy()[reached.argmax(axis=0)],
+                         np.nan)
+        out[trial_id] = [float(v) for v in first]
+    return out
 
 
-def _condition_row(key: tuple, part: pd.DataFrame) -> dict[str, Any]:
-    counts = dict(zip(["good", "bad", "mixed", UNSEEN], (int(k) for k in key)))
-    n, learned = len(part), int(part["learned"].sum())
-    low, high = (float(v) for v in wilson_interval(learned, n))
-    lottery = {c: float(part[c].iloc[0]) for c in ("lottery", "lottery_low", "lottery_high",
-                                                   "lottery_aligned")}
-    verdict = ("beyond lottery" if low > lottery["lottery_high"] else
-               "below lottery" if high < lottery["lottery_low"] else "as lottery")
-    aligned = part["aligned"].value_counts().sort_index()
-    return {"condition": condition_name(counts), **counts, "n": n, "learned": learned,
-            "rate": learned / n, "low": low, "high": high, **lottery, "verdict": verdict,
-            "heads_aligned": " ".join(f"{int(a)}:{int(c)}" for a, c in aligned.items()),
-            "mean_aligned": float(part["aligned"].mean()),
-            "good_aligned": int(part["good_aligned"].sum()) if counts["good"] else None,
-            "bad_aligned": int(part["bad_aligned"].sum()) if counts["bad"] else None}
+TABLE_COLUMNS = (
+    "arm", "condition", "n", "learned", "rate", "low", "high", "any_alone", "any_alone_rate",
+    "independent", "independent_low", "independent_high", "both", "model_only", "heads_only",
+    "neither", "learned_if_none_alone", "if_none_low", "if_none_high", "p_value", "power",
+    "needed", "verdict", "failed_alone", "aligned_of_failed", "aligned_of_failed_rate",
+    "learned_alone", "aligned_of_learned", "aligned_of_learned_rate", "mean_aligned")
+
+
+def paired_table(per_trial: pd.DataFrame, alone_rates: pd.DataFrame, *,
+                 effect: float | None = None) -> pd.DataFrame:
+    """Per arm and condition (TABLE_COLUMNS): the model's rate and exact interval; any_alone:
+    trials where some head learned alone (the lottery of tickets fixed by init and data);
+    independent: 1 - prod(1 - p_class) from each class's rate alone on the same bases and
+    data seeds (`class_rates`), with the bounds of those rates' intervals; the paired counts
+    (both, model_only, heads_only, neither) and the exact McNemar verdict with its power;
+    learned_if_none_alone: P(model learns | no head learned alone); heads that failed alone
+    and how many aligned in company, and the converse."""
+    from sweeper.results.stats import EFFECT, compare_paired
+
+    effect = EFFECT if effect is None else effect
+    rows = []
+    for (arm, condition), part in per_trial.groupby(["arm", "condition"], sort=True):
+        n, k = len(part), int(part["learned"].sum())
+        any_alone = int(part["any_alone"].sum())
+        both = int((part["learned"] & part["any_alone"]).sum())
+        model_only = int((part["learned"] & ~part["any_alone"]).sum())
+        heads_only = int((~part["learned"] & part["any_alone"]).sum())
+        neither = n - both - model_only - heads_only
+        test = compare_paired(both, model_only, heads_only, neither, effect=effect,
+                              higher="beyond lottery", lower="below lottery",
+                              same="as lottery", unit="trials")
+        failed = [a for al, ag in zip(part["alone"], part["aligned"])
+                  for a, ok in zip(ag, al) if not ok]
+        won = [a for al, ag in zip(part["alone"], part["aligned"])
+               for a, ok in zip(ag, al) if ok]
+        ind = _independent(part, alone_rates)
+        rows.append({"arm": arm, "condition": condition, "n": n, "learned": k, "rate": k / n,
+                     **_interval(k, n), "any_alone": any_alone, "any_alone_rate": any_alone / n,
+                     **ind, "both": both, "model_only": model_only, "heads_only": heads_only,
+                     "neither": neither,
+                     "learned_if_none_alone": (model_only / (model_only + neither)
+                                               if model_only + neither else np.nan),
+                     **_interval(model_only, model_only + neither, "if_none_"),
+                     "p_value": test.p_value, "power": test.power, "needed": test.needed,
+                     "verdict": test.verdict, "failed_alone": len(failed),
+                     "aligned_of_failed": int(sum(failed)),
+                     "aligned_of_failed_rate": sum(failed) / len(failed) if failed else np.nan,
+                     "learned_alone": len(won), "aligned_of_learned": int(sum(won)),
+                     "aligned_of_learned_rate": sum(won) / len(won) if won else np.nan,
+                     "mean_aligned": float(part["aligned"].map(sum).mean())})
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _interval(k: int, n: int, prefix: str = "") -> dict[str, float]:
+    low, high = exact_interval(k, n)
+    return {f"{prefix}low": low, f"{prefix}high": high}
+
+
+def class_rates(alone: pd.DataFrame, classes: HeadClasses, seeds: Sequence[int]) -> pd.DataFrame:
+    """Each class's rate alone per base on stage 2's data seeds (the alone sweep's runs of every
+    head of the class, not only the heads a set drew), with its exact interval."""
+    runs = one_head_runs(alone, "the alone sweep")
+    runs = runs[runs["seed"].isin(set(seeds))]
+    runs["class"] = [classes.class_of(b, h) for b, h in zip(runs["base_seed"],
+                                                             runs["head_seed"])]
+    rows = []
+    for (base, name), part in runs.groupby(["base_seed", "class"]):
+        n, k = len(part), int(part["learned"].sum())
+        rows.append({"base_seed": int(base), "class": name, "trials": n, "learned": k,
+                     "rate": k / n, **_interval(k, n)})
+    return pd.DataFrame(rows)
+
+
+def _independent(part: pd.DataFrame, rates: pd.DataFrame) -> dict[str, float]:
+    """The independent-heads prediction, averaged over the trials: 1 - prod(1 - p_class) at
+    each class's rate on the trial's base and at its interval's bounds."""
+    table = rates.set_index(["base_seed", "class"])
+    values = []
+    for base, kinds in zip(part["base_seed"], part["kinds"]):
+        p = np.array([table.loc[(base, k), ["rate", "low", "high"]].to_numpy(float)
+                      for k in kinds])
+        values.append(1 - np.prod(1 - p, axis=0))
+    mean = np.mean(values, axis=0)
+    return {"independent": mean[0], "independent_low": mean[1], "independent_high": mean[2]}
+
+
+COMPARISON_COLUMNS = ("what", "first", "second", "n", "estimate", "p_value", "power", "needed",
+                      "verdict", "test")
+
+
+def comparisons(per_trial: pd.DataFrame, *, effect: float | None = None) -> pd.DataFrame:
+    """Conditions against each other within an arm (one good among bad, random, against all
+    bad: Fisher's exact), arms against the first arm on the same trials (the same base, head
+    set and data seed: exact McNemar), and the good head's speed in company against alone on
+    the same seed (a sign test: exact McNemar on later / earlier)."""
+    from sweeper.results.stats import EFFECT, compare_paired, compare_rates
+
+    effect = EFFECT if effect is None else effect
+    rows = []
+    for arm, part in per_trial.groupby("arm", sort=True):
+        by = dict(tuple(part.groupby("condition")))
+        for other in ("one_good", "random"):
+            if other in by and "bad" in by:
+                a, b = by[other]["learned"], by["bad"]["learned"]
+                test = compare_rates(int(a.sum()), len(a), int(b.sum()), len(b), effect=effect,
+                                     higher="higher", lower="lower", same="no difference",
+                                     unit="trials a condition")
+                rows.append(_comparison_row(f"{arm}: model learned", other, "bad", test))
+        if "one_good" in by:
+            rows.append(_comparison_row(f"{arm}: good head aligned earlier alone",
+                                        "alone", "in company", _good_speed(by["one_good"])))
+    arms = sorted(per_trial["arm"].unique())
+    key = ["base_seed", "seed", per_trial["head_seeds"].map(tuple).rename("set")]
+    reference = _main_arm(arms)
+    indexed = per_trial.set_index(key)
+    for arm in arms:
+        if arm == reference:
+            continue
+        joined = indexed[indexed["arm"] == arm][["learned", "condition"]].join(
+            indexed[indexed["arm"] == reference][["learned"]], rsuffix="_ref", how="inner")
+        for condition, part in joined.groupby("condition"):
+            x, y = part["learned"], part["learned_ref"]
+            test = compare_paired(int((x & y).sum()), int((x & ~y).sum()),
+                                  int((~x & y).sum()), int((~x & ~y).sum()), effect=effect,
+                                  higher="more learn", lower="fewer learn", same="the same")
+            rows.append(_comparison_row(f"{condition}: model learned", arm, reference, test))
+    return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
+
+
+def _main_arm(arms: Sequence[str]) -> str:
+    """The arm the others are paired against: the shortest budget with averaged heads."""
+    mean = [a for a in arms if a.endswith("mean")] or list(arms)
+    return min(mean, key=lambda a: int(a.split()[0]) if a.split()[0].isdigit() else 0)
+
+
+def _good_speed(part: pd.DataFrame):
+    """Sign test on the good head's first aligned step, alone against in company on the same
+    base and data seed, over trials where both aligned; a head that aligned in one only counts
+    as reaching it earlier there."""
+    from sweeper.results.stats import compare_paired
+
+    earlier_alone = earlier_company = ties = neither = 0
+    for kinds, alone_step, company_step in zip(part["kinds"], part["alone_step"],
+                                               part["aligned_step"]):
+        i = kinds.index("good")
+        a = alone_step[i] if np.isfinite(alone_step[i]) else np.inf
+        c = company_step[i] if np.isfinite(company_step[i]) else np.inf
+        if a == c:
+            neither += int(np.isinf(a))
+            ties += int(np.isfinite(a))
+        elif a < c:
+            earlier_alone += 1
+        else:
+            earlier_company += 1
+    return compare_paired(ties, earlier_alone, earlier_company, neither,
+                          higher="slower in company", lower="faster in company",
+                          same="as fast", unit="trials")
+
+
+def _comparison_row(what: str, first: str, second: str, test) -> dict[str, Any]:
+    return {"what": what, "first": first, "second": second, "n": test.n,
+            "estimate": test.estimate, "p_value": test.p_value, "power": test.power,
+            "needed": test.needed, "verdict": test.verdict, "test": test.test}
+
+
+def good_head_steps(per_trial: pd.DataFrame) -> pd.DataFrame:
+    """Per arm, the good head of `one_good` trials: aligned alone and in company (of n), and
+    the median first-aligned step of each."""
+    rows = []
+    for arm, part in per_trial[per_trial["condition"] == "one_good"].groupby("arm"):
+        i = [k.index("good") for k in part["kinds"]]
+        alone = np.array([s[j] for s, j in zip(part["alone_step"], i)], float)
+        company = np.array([s[j] for s, j in zip(part["aligned_step"], i)], float)
+        rows.append({"arm": arm, "n": len(part), "aligned_alone": int(np.isfinite(alone).sum()),
+                     "aligned_in_company": int(np.isfinite(company).sum()),
+                     "median_step_alone": float(np.nanmedian(alone)) if np.isfinite(alone).any()
+                     else np.nan,
+                     "median_step_in_company": float(np.nanmedian(company))
+                     if np.isfinite(company).any() else np.nan})
+    return pd.DataFrame(rows)

@@ -22,10 +22,16 @@ class Seq2SeqConfig:
     output_bias: str = "log_frequency"
     base_seed: int | None = None  # seeds are values, not shapes: left out of shape()
     head_seeds: list[int] | None = None
+    head_merge: str | None = None  # null: mean (the papers' model; trial ids of before)
 
     def shape(self) -> tuple:
         return ("seq2seq", self.width, self.heads, self.cell, self.attention,
-                self.shared_embedding, self.projection_bias, self.output_bias)
+                self.shared_embedding, self.projection_bias, self.output_bias, self.head_divisor)
+
+    @property
+    def head_divisor(self) -> int:
+        """What the heads' summed contexts are divided by: H (mean) or 1 (sum)."""
+        return 1 if self.head_merge == "sum" else self.heads
 
     @property
     def seeded_init(self) -> bool:
@@ -52,6 +58,9 @@ PARAMS = (
           "readout; null: the trial seed)", low=0, high=MAX_SEED, nullable=True),
     Param("head_seeds", list, None, "one init seed per head, H distinct (null: heads from the "
           "trial seed)", low=0, high=MAX_SEED, nullable=True),
+    Param("head_merge", str, None, "how the heads' contexts merge: mean (null, the papers') or "
+          "sum (each head's context at full weight: the head experiment's mechanism test)",
+          choices=("mean", "sum"), nullable=True),
 )
 
 
@@ -73,4 +82,4 @@ def check_seeds(params: dict[str, Any], where: str) -> None:
 
 MODEL = Entry("seq2seq", Seq2SeqConfig, PARAMS,
               doc="LSTM/GRU encoder-decoder with H averaged attention heads (Snell et al. 2021).",
-              check=check_seeds, optional=("base_seed", "head_seeds"))
+              check=check_seeds, optional=("base_seed", "head_seeds", "head_merge"))

@@ -9,6 +9,7 @@ positions, d width, H heads, V symbols, G gates (4 for LSTM, 3 for GRU).
     s_t            = decoder(embed(dec_in), start = encoder's final state)  [K, B, T, d]
     a^h_tl         = softmax_l((W_q^h s_t + b_q^h) . h_l)     [K, H, B, T, S]
     c_t            = mean_h (W_v^h (sum_l a^h_tl h_l) + b_v^h)   [K, B, T, d]
+                     (sum_h with `head_merge: sum`)
     logits_t       = W_o tanh(W_c [s_t; c_t] + b_c) + b_o     [K, B, T, V]
 
 The query and value projections have biases as in the papers' code (nn.Linear;
@@ -248,10 +249,12 @@ class Seq2Seq(nn.Module):
         S, H = enc.shape[2], self.cfg.heads
         if uniform or self.cfg.attention == "uniform":
             attn = dec.new_full((K, H, B, T, S), 1.0 / S)
-            ctx = linear(enc.mean(dim=2), self.w_v.sum(dim=1) / H) + self._value_bias()[:, None]
+            ctx = (linear(enc.mean(dim=2), self.w_v.sum(dim=1) / self.cfg.head_divisor)
+                   + self._value_bias()[:, None])
             return attn, ctx[:, :, None].expand(K, B, T, d)
         attn, mixed = self._mix(dec, enc)
-        ctx = linear(mixed, self.w_v.reshape(K, H * d, d) / H, self._value_bias())  # [K, B, T, d]
+        w_v = self.w_v.reshape(K, H * d, d) / self.cfg.head_divisor  # H: the mean over heads
+        ctx = linear(mixed, w_v, self._value_bias())  # [K, B, T, d]
         return attn, ctx
 
     def _mix(self, dec: torch.Tensor, enc: torch.Tensor) -> tuple:
@@ -267,10 +270,10 @@ class Seq2Seq(nn.Module):
         return attn.view(K, B, T, H, S).permute(0, 3, 1, 2, 4), mixed.view(K, B, T, H * d)
 
     def _value_bias(self) -> torch.Tensor:
-        """[K, d]: the heads' value biases averaged (as their contexts are); 0 without them."""
+        """[K, d]: the heads' value biases merged (as their contexts are); 0 without them."""
         if not self.cfg.projection_bias:
             return self.w_v.new_zeros(self.w_v.shape[0], self.cfg.width)
-        return self.b_v.mean(dim=1)
+        return self.b_v.sum(dim=1) / self.cfg.head_divisor
 
     def readout(self, dec: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
         """W_o tanh(W_c [s; c] + b_c) + b_o for any leading shape [K, ..., d] -> [K, ..., V].
@@ -355,7 +358,8 @@ class Seq2Seq(nn.Module):
         backward (three [B T, d] x [d, d] products a step), and the add of the two parts."""
         K, d, H = dec.shape[0], self.cfg.width, self.cfg.heads
         w_c = self.w_c * scale  # [K, 2 d, d]
-        through = torch.bmm(self.w_v.reshape(K, H * d, d) / H, w_c[:, d:])  # [K, H d, d]
+        w_v = self.w_v.reshape(K, H * d, d) / self.cfg.head_divisor
+        through = torch.bmm(w_v, w_c[:, d:])  # [K, H d, d]
         bias = torch.baddbmm((self.b_c * scale)[:, None], self._value_bias()[:, None],
                              w_c[:, d:])  # [K, 1, d]
         pre = linear(dec, w_c[:, :d], bias[:, 0])  # [K, B, T, d]
@@ -382,5 +386,5 @@ class Seq2Seq(nn.Module):
 
     def _one_hot_context(self, out: Seq2SeqOutput) -> torch.Tensor:
         """[K, B, S, d]: the averaged context with attention one-hot on each source position."""
-        w_v = self.w_v.mean(dim=1)  # [K, d, d]
+        w_v = self.w_v.sum(dim=1) / self.cfg.head_divisor  # [K, d, d]
         return linear(out.enc_states, w_v) + self._value_bias()[:, None, None]

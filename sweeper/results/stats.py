@@ -1,0 +1,302 @@
+"""Intervals, exact tests and their power: the one home of every verdict sweeper prints.
+
+A comparison that did not reject says "as expected" only if it could have rejected: each test
+here comes with its power against a stated effect, computed exactly by enumerating every
+outcome the design could have produced (no normal approximation), and the number of seeds it
+would need to reach `POWER`. Where the power is short the verdict is "cannot tell: needs >= N".
+
+Tests (scipy.stats underneath; the enumerations reuse its distributions):
+
+- `compare_paired`: exact McNemar, the two-sided binomial test of the discordant pairs at 1/2.
+  For outcomes paired by design (a model and its heads alone on the same base and data seed;
+  the same trial at two budgets). Assumes pairs independent of each other; the two outcomes of
+  one pair may depend on each other in any way.
+- `compare_rates`: Fisher's exact test of two independent binomial samples (conditional on the
+  total successes; scipy.stats.fisher_exact). Assumes independent trials within and between
+  the two groups (distinct trainings: a shared training counts once).
+- `compare_lottery`: the H-head rate against the lottery 1 - (1 - p)^(H/h) from an h-head rate
+  p measured on independent trials: an exact unconditional test (Barnard's construction) of
+  H0: q_H = q_h^(H/h) (q = 1 - p) with statistic |p_H - lottery(p_h)|, its p-value the
+  supremum over the nuisance q_h (a grid of `NUISANCE_GRID` points) of P(T >= t_obs).
+- `exact_interval`: Clopper-Pearson.
+
+Power is computed at the observed nuisance rates with the stated `effect` (an absolute
+difference in success probability, `EFFECT` by default) added in whichever direction fits in
+[0, 1] (the smaller power where both fit), at level `ALPHA`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+ALPHA = 0.05
+POWER = 0.8
+EFFECT = 0.2
+MAX_N = 512  # seeds per group beyond which "needs" says "more than"
+NUISANCE_GRID = 201
+
+
+def _scipy_stats():
+    from scipy import stats  # imported when a test runs: listing and planning stay fast
+
+    return stats
+
+
+def exact_interval(k, n, confidence: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval for k successes in n trials (NaN, NaN when n = 0)."""
+    k, n = int(k), int(n)
+    if n == 0:
+        return (float("nan"), float("nan"))
+    ci = _scipy_stats().binomtest(k, n).proportion_ci(confidence, method="exact")
+    return (float(ci.low), float(ci.high))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One test's result and whether it could have come out the other way.
+
+    estimate: the observed difference (first minus second, observed minus expected); p_value;
+    power: the probability this design rejects when the true difference is +-effect; needed:
+    the smallest group size (pairs, or seeds per group) whose power reaches POWER at that
+    effect, None where more than MAX_N; higher / lower / same: the words of the verdict.
+    """
+
+    test: str
+    n: int
+    estimate: float
+    p_value: float
+    power: float
+    effect: float
+    needed: int | None
+    higher: str
+    lower: str
+    same: str
+    alpha: float = ALPHA
+    unit: str = "seeds"
+
+    @property
+    def significant(self) -> bool:
+        return bool(self.p_value <= self.alpha)
+
+    @property
+    def verdict(self) -> str:
+        if self.significant:
+            return self.higher if self.estimate > 0 else self.lower
+        if self.power >= POWER:
+            return self.same
+        needs = f">= {self.needed}" if self.needed is not None else f"> {MAX_N}"
+        return f"cannot tell: needs {needs} {self.unit}"
+
+    def as_dict(self) -> dict:
+        return {"test": self.test, "n": self.n, "estimate": self.estimate,
+                "p_value": self.p_value, "power": self.power, "effect": self.effect,
+                "needed": self.needed, "verdict": self.verdict}
+
+
+def _needed(power_at, target: float = POWER, start: int = 2) -> int | None:
+    """The smallest n (searched by doubling, then bisection) whose power reaches target; None
+    beyond MAX_N. Exact tests' power is not monotone in n (it saw-tooths): this is the first
+    crossing the search meets, a size to plan with, not a guarantee at every larger n."""
+    lo, hi = start - 1, start
+    while power_at(hi) < target:
+        lo, hi = hi, hi * 2
+        if hi > MAX_N:
+            return None if power_at(MAX_N) < target else MAX_N
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if power_at(mid) >= target else (mid, hi)
+    return hi
+
+
+def _sides(p: float, effect: float) -> list[float]:
+    """The alternatives p +- effect that lie in [0, 1]."""
+    return [q for q in (p + effect, p - effect) if 0.0 <= q <= 1.0]
+
+
+# ---------------------------------------------------------------- paired (McNemar)
+
+@lru_cache(maxsize=4096)
+def _mcnemar_rejects(m: int, alpha: float) -> np.ndarray:
+    """For m discordant pairs, which counts k of one kind the exact test rejects at alpha."""
+    if m == 0:
+        return np.zeros(1, dtype=bool)
+    binom = _scipy_stats().binom
+    k = np.arange(m + 1)
+    p = np.minimum(1.0, 2 * np.minimum(binom.cdf(k, m, 0.5), binom.sf(k - 1, m, 0.5)))
+    return p <= alpha * (1 + 1e-9)
+
+
+def mcnemar_p(first_only: int, second_only: int) -> float:
+    """Exact McNemar: the two-sided binomial test of the discordant pairs at 1/2."""
+    m = first_only + second_only
+    return 1.0 if m == 0 else float(_scipy_stats().binomtest(first_only, m, 0.5).pvalue)
+
+
+def mcnemar_power(n: int, first_only: float, second_only: float, alpha: float = ALPHA) -> float:
+    """P(the exact McNemar test rejects) for n pairs whose discordant kinds have probabilities
+    first_only and second_only: the discordant count m ~ Bin(n, first_only + second_only), and
+    given m the first kind ~ Bin(m, first_only / (first_only + second_only))."""
+    binom = _scipy_stats().binom
+    d = first_only + second_only
+    if d <= 0:
+        return 0.0
+    ms = np.arange(n + 1)
+    weight = binom.pmf(ms, n, min(d, 1.0))
+    share = first_only / d
+    inside = np.array([binom.pmf(np.arange(m + 1), m, share)[_mcnemar_rejects(m, alpha)].sum()
+                       for m in ms])
+    return float(np.dot(weight, inside))
+
+
+def compare_paired(both: int, first_only: int, second_only: int, neither: int, *,
+                   effect: float = EFFECT, alpha: float = ALPHA,
+                   higher: str = "first higher", lower: str = "first lower",
+                   same: str = "no difference", unit: str = "pairs") -> Comparison:
+    """Paired binary outcomes (first, second) counted by kind; the power is against a
+    difference of `effect` between the two rates, with the rarer observed discordant kind's
+    rate kept as it is (d0, d0 + effect)."""
+    n = both + first_only + second_only + neither
+    estimate = (first_only - second_only) / n if n else float("nan")
+    d0 = min(first_only, second_only) / n if n else 0.0
+    d0 = min(d0, max(0.0, (1 - effect) / 2))
+
+    def power_at(size: int) -> float:
+        return mcnemar_power(size, d0 + effect, d0, alpha)
+
+    return Comparison("exact McNemar", n, estimate, mcnemar_p(first_only, second_only),
+                      power_at(n) if n else 0.0, effect, _needed(power_at), higher, lower,
+                      same, alpha, unit)
+
+
+# ---------------------------------------------------------------- two rates (Fisher)
+
+@lru_cache(maxsize=256)
+def _fisher_rejects(n1: int, n2: int, alpha: float) -> np.ndarray:
+    """[n1 + 1, n2 + 1]: which tables (k1 of n1, k2 of n2) Fisher's exact test rejects, its
+    two-sided p-value summing the tables no more likely than the observed one given the
+    margins (scipy's definition, the same relative tolerance)."""
+    hypergeom = _scipy_stats().hypergeom
+    rejects = np.zeros((n1 + 1, n2 + 1), dtype=bool)
+    for total in range(n1 + n2 + 1):
+        k1 = np.arange(max(0, total - n2), min(n1, total) + 1)
+        pmf = hypergeom.pmf(k1, n1 + n2, n1, total)
+        ordered = np.sort(pmf)
+        p = np.cumsum(ordered)[np.searchsorted(ordered, pmf * (1 + 1e-7), side="right") - 1]
+        rejects[k1, total - k1] = np.minimum(p, 1.0) <= alpha
+    return rejects
+
+
+def rates_power(n1: int, p1: float, n2: int, p2: float, alpha: float = ALPHA) -> float:
+    """P(Fisher's exact test rejects) for k1 ~ Bin(n1, p1), k2 ~ Bin(n2, p2), by enumeration."""
+    binom = _scipy_stats().binom
+    w1, w2 = binom.pmf(np.arange(n1 + 1), n1, p1), binom.pmf(np.arange(n2 + 1), n2, p2)
+    return float(w1 @ _fisher_rejects(n1, n2, alpha) @ w2)
+
+
+def compare_rates(k1: int, n1: int, k2: int, n2: int, *, effect: float = EFFECT,
+                  alpha: float = ALPHA, higher: str = "first higher",
+                  lower: str = "first lower", same: str = "no difference",
+                  unit: str = "seeds") -> Comparison:
+    """The first group's rate against the second's (Fisher's exact test); power against the
+    second's observed rate +- effect, `needed` with both groups of one size."""
+    if n1 == 0 or n2 == 0:
+        return Comparison("Fisher's exact", n1 + n2, float("nan"), 1.0, 0.0, effect,
+                          _needed(lambda n: min(rates_power(n, p, n, 0.5, alpha)
+                                                for p in _sides(0.5, effect))),
+                          higher, lower, same, alpha, unit)
+    p2 = k2 / n2
+    p_value = float(_scipy_stats().fisher_exact([[k1, n1 - k1], [k2, n2 - k2]])[1])
+
+    def power(m1: int, m2: int) -> float:
+        return min((rates_power(m1, q, m2, p2, alpha) for q in _sides(p2, effect)),
+                   default=0.0)
+
+    return Comparison("Fisher's exact", n1 + n2, k1 / n1 - p2, p_value, power(n1, n2), effect,
+                      _needed(lambda m: power(m, m)), higher, lower, same, alpha, unit)
+
+
+# ---------------------------------------------------------------- the lottery
+
+def lottery_rate(p, heads, base_heads=1) -> np.ndarray:
+    """The success rate of `heads` independent heads when `base_heads` of them succeed at rate
+    p: 1 - (1 - p)^(heads / base_heads). Monotone in p, so it maps interval bounds to bounds."""
+    p, ratio = np.asarray(p, dtype=float), np.asarray(heads, float) / float(base_heads)
+    return 1.0 - (1.0 - p) ** ratio
+
+
+def _lottery_statistic(n_base: int, n: int, ratio: float) -> np.ndarray:
+    """[n_base + 1, n + 1]: |k/n - lottery(k_base/n_base)| for every outcome."""
+    base = lottery_rate(np.arange(n_base + 1) / n_base, ratio)
+    return np.abs(np.arange(n + 1)[None, :] / n - base[:, None])
+
+
+@lru_cache(maxsize=256)
+def _lottery_p_values(n_base: int, n: int, ratio: float) -> np.ndarray:
+    """[n_base + 1, n + 1]: the exact unconditional p-value of every outcome (module doc)."""
+    binom = _scipy_stats().binom
+    t = _lottery_statistic(n_base, n, ratio).ravel()
+    order = np.argsort(-t, kind="stable")
+    sorted_t = t[order]
+    last_of_tie = np.searchsorted(-sorted_t, -sorted_t, side="right") - 1
+    p = np.zeros(t.size)
+    for q in np.linspace(0.0, 1.0, NUISANCE_GRID):
+        w = np.outer(binom.pmf(np.arange(n_base + 1), n_base, q),
+                     binom.pmf(np.arange(n + 1), n, float(lottery_rate(q, ratio))))
+        at_least = np.cumsum(w.ravel()[order])[last_of_tie]  # P(T >= t) in sorted order
+        np.maximum(p, _unsort(at_least, order), out=p)
+    return np.minimum(p, 1.0).reshape(n_base + 1, n + 1)
+
+
+def _unsort(values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    out = np.empty_like(values)
+    out[order] = values
+    return out
+
+
+def lottery_p(k_base: int, n_base: int, k: int, n: int, ratio: float) -> float:
+    return float(_lottery_p_values(n_base, n, float(ratio))[k_base, k])
+
+
+def lottery_power(n_base: int, p_base: float, n: int, p: float, ratio: float,
+                  alpha: float = ALPHA) -> float:
+    binom = _scipy_stats().binom
+    rejects = _lottery_p_values(n_base, n, float(ratio)) <= alpha
+    w_base = binom.pmf(np.arange(n_base + 1), n_base, p_base)
+    return float(w_base @ rejects @ binom.pmf(np.arange(n + 1), n, p))
+
+
+def compare_lottery(k_base: int, n_base: int, k: int, n: int, heads: float,
+                    base_heads: float = 1, *, effect: float = EFFECT,
+                    alpha: float = ALPHA) -> Comparison:
+    """k of n H-head trials against the lottery from k_base of n_base h-head trials (module
+    doc); power with the h-head rate at its observed value and the H-head rate the lottery's
+    +- effect; `needed`: seeds per head count, both of one size."""
+    ratio = float(heads) / float(base_heads)
+    words = ("beyond lottery", "below lottery", "as lottery")
+    if n == 0 or n_base == 0:
+        return Comparison("exact unconditional (lottery)", n + n_base, float("nan"), 1.0, 0.0,
+                          effect, None, *words, alpha)
+    p_base = k_base / n_base
+    expected = float(lottery_rate(p_base, ratio))
+
+    def power(m_base: int, m: int) -> float:
+        return min((lottery_power(m_base, p_base, m, q, ratio, alpha)
+                    for q in _sides(expected, effect)), default=0.0)
+
+    return Comparison("exact unconditional (lottery)", n + n_base, k / n - expected,
+                      lottery_p(k_base, n_base, k, n, ratio), power(n_base, n), effect,
+                      _needed(lambda m: power(m, m)), *words, alpha)
+
+
+def detectable_effect(n: int, p: float = 0.5, alpha: float = ALPHA,
+                      power: float = POWER) -> float | None:
+    """The smallest difference from a rate p that two groups of n seeds detect with Fisher's
+    exact test at `power` (a grid of 0.01), None if not even a difference to 0 or 1 is."""
+    for effect in np.arange(0.01, 1.0, 0.01):
+        sides = _sides(p, float(effect))
+        if sides and max(rates_power(n, q, n, p, alpha) for q in sides) >= power:
+            return round(float(effect), 2)
+    return None
