@@ -362,7 +362,7 @@ def _run_lottery(args: argparse.Namespace, results, phase) -> int:
     (--cells), and how many heads aligned per cell where the family counts them."""
     from . import plots
     from .outcomes import with_outcomes
-    from .phase import heads_aligned, outcome_trajectories
+    from .phase import heads_aligned, lottery_summary, outcome_trajectories
 
     path = plots.save(plots.lottery_figure(phase), args.output)
     if args.cells:
@@ -371,8 +371,7 @@ def _run_lottery(args: argparse.Namespace, results, phase) -> int:
     if args.json:
         return _phase_json(results, phase, path, "lottery", lot)
     print(f"wrote {path}: {phase.outcome}, lottery from {phase.facet} = "
-          f"{lot['heads_base'].iloc[0]}: {int(lot['beyond_lottery'].sum())} of {len(lot)} "
-          f"cells beyond it, {int(lot['below_lottery'].sum())} below")
+          f"{lot['heads_base'].iloc[0]}: {lottery_summary(lot)}")
     if "attention_heads" in results.trials.columns:
         trials = with_outcomes(results.trials, outcome_trajectories(results), _thresholds(args))
         print("heads aligned per trial (seeds with 0, 1, 2, ... heads aligned):")
@@ -663,8 +662,14 @@ def _write_stage2(args: argparse.Namespace, sweeps: dict[str, dict]) -> list[dic
 def _heads_table(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from .heads import (class_rates, comparisons, good_head_steps, head_classes,
-                        paired_table, paired_trials)
+    from .heads import (
+        class_rates,
+        comparisons,
+        good_head_steps,
+        head_classes,
+        paired_table,
+        paired_trials,
+    )
     from .phase import outcome_trajectories
 
     stage1 = _load_located(args, args.classes, "--classes")

@@ -87,8 +87,9 @@ def one_head_runs(trials: pd.DataFrame, role: str) -> pd.DataFrame:
                                  "allowed: 1 in every trial (one head alone per trial)")
     steps = (trials["attention_steps"].astype(float).to_numpy()
              if "attention_steps" in trials.columns else np.full(len(trials), np.nan))
+    head_seeds = [s[0] for s in head_seed_lists(trials)]
     return pd.DataFrame({"base_seed": base_seeds(trials, role).to_numpy(),
-                         "head_seed": [s[0] for s in head_seed_lists(trials)],
+                         "head_seed": head_seeds,
                          "seed": trials["seed"].astype(int).to_numpy(),
                          "learned": trials[OUTCOME].astype(bool).to_numpy(), "step": steps})
 
@@ -300,7 +301,8 @@ def arm_of(trials: pd.DataFrame) -> pd.Series:
 
 
 def paired_trials(trials: pd.DataFrame, trajectories: pd.DataFrame, alone: pd.DataFrame,
-                  classes: HeadClasses, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pd.DataFrame:
+                  classes: HeadClasses,
+                  thresholds: Thresholds = DEFAULT_THRESHOLDS) -> pd.DataFrame:
     """One row per counted stage-2 trial, paired with its heads alone: arm, base_seed, seed,
     head_seeds, condition, learned (the model's attention), steps (when), and per head (lists
     in the model's head order): kinds (class on its base), alone (learned alone on this base
@@ -474,7 +476,8 @@ def comparisons(per_trial: pd.DataFrame, *, effect: float | None = None) -> pd.D
         if arm == reference:
             continue
         joined = indexed[indexed["arm"] == arm][["learned", "condition"]].join(
-            indexed[indexed["arm"] == reference][["learned"]], rsuffix="_ref", how="inner")
+            indexed[indexed["arm"] == reference][["learned"]].rename(
+                columns={"learned": "learned_ref"}), how="inner")
         for condition, part in joined.groupby("condition"):
             x, y = part["learned"], part["learned_ref"]
             test = compare_paired(int((x & y).sum()), int((x & ~y).sum()),

@@ -30,6 +30,7 @@ from sweeper.results import (
 from sweeper.results.cells import category_cells, shares_within_cell
 from sweeper.results.errors import python_arguments
 from sweeper.results.reading import search_facts
+from sweeper.results.stats import ALPHA, compare_lottery, lottery_rate
 from sweeper.results.words import count
 
 from .errors import AnalysisInputError, unknown_column
@@ -47,7 +48,8 @@ _FACET = "_facet"
 HEAD_AXIS_NAMES = ("heads", "n_heads", "num_heads")  # a facet named model.heads counts heads
 LOTTERY_COLUMNS = ["heads_base", "ix", "iy", "n_base", "p_base", "base_low", "base_high",
                    "p_lottery", "lottery_low", "lottery_high", "n", "p", "p_low", "p_high",
-                   "excess", "beyond_lottery", "below_lottery"]
+                   "excess", "p_value", "power", "needed", "verdict", "beyond_lottery",
+                   "below_lottery"]
 
 
 @dataclass
@@ -69,9 +71,12 @@ class PhaseDiagram:
     reach from the reference cell's rate, p_lottery = 1 - (1 - p_base)^(H / base_heads), with
     lottery_low, lottery_high (the reference cell's Wilson bounds through the same map), beside
     the observed p, p_low, p_high; excess = p - p_lottery (NaN unless both cells have
-    min_seeds seeds); beyond_lottery (the observed interval lies entirely above
-    the lottery interval) and below_lottery (entirely below), false unless both cells have
-    min_seeds seeds. Empty (no rows) for any other facet, or none.
+    min_seeds seeds); the exact unconditional lottery test (sweeper.results.stats.
+    compare_lottery): p_value, power against a difference of 0.2, needed (seeds a cell for
+    that power) and verdict ("beyond lottery", "below lottery", "as lottery" only with the
+    power to have seen otherwise, else "cannot tell: needs >= N seeds"); beyond_lottery and
+    below_lottery: the test rejected, in that direction (false unless both cells have
+    min_seeds seeds). Empty (no rows) for any other facet, or none.
     trial_regimes: which solution the seeds of each cell found, from the category outcome the
     trials' family declares (`regime_column`: copy's `regime`, aligned / offset / diffuse ...),
     not to be confused with a cell's `regime` above (learned / failed, from its success rate):
@@ -293,13 +298,6 @@ def is_head_axis(column: str | None, values: Sequence = ()) -> bool:
         return False
 
 
-def lottery_rate(p: object, heads: object, base_heads: object = 1) -> np.ndarray:
-    """The success rate of `heads` independent heads when `base_heads` of them succeed at rate
-    p: 1 - (1 - p)^(heads / base_heads). Monotone in p, so it maps interval bounds to bounds."""
-    p, ratio = np.asarray(p, dtype=float), np.asarray(heads, float) / float(base_heads)
-    return 1.0 - (1.0 - p) ** ratio
-
-
 def _lottery(cells: pd.DataFrame, values: list, min_seeds: int) -> pd.DataFrame:
     """Observed rate at H heads beside the lottery from the reference head count (one head
     if sampled, else the fewest), per (x, y); see `PhaseDiagram.lottery`."""
@@ -315,9 +313,39 @@ def _lottery(cells: pd.DataFrame, values: list, min_seeds: int) -> pd.DataFrame:
     other["lottery_high"] = lottery_rate(other["base_high"], heads, ref)
     enough = (other["n"] >= min_seeds) & (other["n_base"] >= min_seeds)
     other["excess"] = (other["p"] - other["p_lottery"]).where(enough)
-    other["beyond_lottery"] = enough & (other["p_low"] > other["lottery_high"])
-    other["below_lottery"] = enough & (other["p_high"] < other["lottery_low"])
+    tests = [_lottery_test(*values, ref) for values in zip(
+        other["p"], other["n"], other["p_base"], other["n_base"], heads)]
+    for column in ("p_value", "power", "needed", "verdict"):
+        other[column] = [t[column] for t in tests]
+    significant = enough & (other["p_value"] <= ALPHA)
+    other["beyond_lottery"] = significant & (other["excess"] > 0)
+    other["below_lottery"] = significant & (other["excess"] < 0)
     return other[[_FACET, "x", "y", *LOTTERY_COLUMNS]].reset_index(drop=True)
+
+
+def lottery_summary(lottery: pd.DataFrame) -> str:
+    """One sentence over a lottery table: how many cells beyond, below, as the lottery with the
+    power to tell, and how many cannot tell (the shortfall in seeds of the neediest)."""
+    verdicts = lottery["verdict"].astype(str)
+    unsure = verdicts.str.startswith("cannot tell")
+    needed = pd.to_numeric(lottery.loc[unsure, "needed"], errors="coerce")
+    most = (f" (up to {int(needed.max())} seeds a cell needed)" if needed.notna().any()
+            else "")
+    return (f"{int(lottery['beyond_lottery'].sum())} of {count(len(lottery), 'cell')} beyond "
+            f"the lottery, {int(lottery['below_lottery'].sum())} below it, "
+            f"{int((verdicts == 'as lottery').sum())} as it with the power to tell, "
+            f"{int(unsure.sum())} cannot tell at 0.2{most}")
+
+
+def _lottery_test(p: float, n: float, p_base: float, n_base: float, heads: float,
+                  ref: object) -> dict:
+    """The exact lottery test of one cell against its reference cell (counts from p and n)."""
+    if not (n > 0 and n_base > 0):
+        return {"p_value": np.nan, "power": np.nan, "needed": None, "verdict": "no seeds"}
+    test = compare_lottery(round(p_base * n_base), int(n_base), round(p * n), int(n),
+                           float(heads), float(ref))
+    return {"p_value": test.p_value, "power": test.power, "needed": test.needed,
+            "verdict": test.verdict}
 
 
 def _no_lottery(facet: str | None) -> pd.DataFrame:

@@ -486,7 +486,7 @@ def _lottery_panel(ax, phase: PhaseDiagram, value: object, annotate: bool,
 
 def _lottery_legend(phase: PhaseDiagram) -> list:
     return [Patch(facecolor="none", edgecolor=_RECOVERED_COLOR, lw=2.5,
-                  label="beyond the lottery (intervals apart)"),
+                  label="beyond the lottery (exact test, p <= 0.05)"),
             Patch(facecolor="none", edgecolor=_FAILED_COLOR, lw=2.0, ls="--",
                   label="below the lottery"),
             Patch(facecolor=_INSUFFICIENT_COLOR, hatch="///", edgecolor="grey",

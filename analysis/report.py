@@ -36,6 +36,7 @@ from .phase import (
     default_outcome,
     heads_aligned,
     is_head_axis,
+    lottery_summary,
     outcome_trajectories,
     representative_cells,
     with_bins,
@@ -456,10 +457,8 @@ def _lottery_section(trials: pd.DataFrame, phase: PhaseDiagram,
     lot = phase.lottery
     body = [_figure_html(figures["lottery"], "lottery",
                          "Observed rate minus what independent heads would give (1 - (1 - "
-                         "p_1)^H); outlined: intervals apart"),
-            f"<p>{int(lot['beyond_lottery'].sum())} of {count(len(lot), 'cell')} beyond the "
-            "lottery, "
-            f"{int(lot['below_lottery'].sum())} below it.</p>", _table(lot)]
+                         "p_1)^H); outlined: the exact lottery test rejects at 0.05"),
+            f"<p>{lottery_summary(lot)}.</p>", _table(lot)]
     if "attention_heads" in trials.columns:
         keys = [k for k in (phase.facet, phase.x, phase.y) if k]
         body += ["<h3>Heads aligned per trial</h3>", _table(heads_aligned(trials, keys))]

@@ -16,191 +16,258 @@ from analysis.errors import AnalysisInputError
 from analysis.heads import (
     CONDITIONS,
     HeadClasses,
+    class_rates,
+    comparisons,
+    condition_of,
+    good_head_steps,
     head_classes,
-    head_init_table,
+    paired_table,
+    paired_trials,
     stage2_sets,
-    stage2_sweep,
+    stage2_sweeps,
 )
-from sweeper.results.cells import wilson_interval
 from sweeper.results.errors import ResultsInputError
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGE1 = ROOT / "search_spaces" / "snell_head_init_stage1.yaml"
+STAGE1 = ROOT / "search_spaces" / "snell_heads_stage1.yaml"
 
 
-def stage1_trials(learned: dict[int, list[bool]], base_seed: int | None = 0) -> pd.DataFrame:
-    """One-head trials: head seed -> whether attention learned on data seeds 0, 1, ..."""
-    rows = [{"trial_id": f"h{h}s{s}", "status": "ok", "model.heads": 1,
-             "model.head_seeds": json.dumps([h]), "model.base_seed": base_seed, "seed": s,
-             "attention_learned": ok}
+def one_head_trials(learned: dict[int, list[bool]], base_seed: int = 1, first_seed: int = 0,
+                    step: float = 100.0) -> pd.DataFrame:
+    """One-head trials on one base: head seed -> whether attention learned on data seeds
+    first_seed, first_seed + 1, ... (at `step` where it did)."""
+    rows = [{"trial_id": f"b{base_seed}h{h}s{first_seed + s}", "status": "ok", "model.heads": 1,
+             "model.head_seeds": json.dumps([h]), "model.base_seed": base_seed,
+             "seed": first_seed + s, "attention_learned": ok,
+             "attention_steps": step if ok else np.nan}
             for h, runs in learned.items() for s, ok in enumerate(runs)]
     return pd.DataFrame(rows)
 
 
-# heads 0-2 good, 3-5 bad, 6 mixed on seeds 0-2; seed 3 held out: good 2/3, bad 1/3, mixed 1/1
-LEARNED = {0: [True, True, True, True], 1: [True, True, True, False],
-           2: [True, True, True, True], 3: [False, False, False, False],
-           4: [False, False, False, True], 5: [False, False, False, False],
-           6: [True, False, True, True]}
+# base 1 on seeds 0-2: heads 0-2 good, 3-5 bad, 6 mixed; base 2: head 0 bad, the rest good
+LEARNED = {0: [True] * 3, 1: [True] * 3, 2: [True] * 3, 3: [False] * 3, 4: [False] * 3,
+           5: [False] * 3, 6: [True, False, True]}
 
 
-def test_heads_are_good_in_every_classifying_seed_bad_in_none_and_rated_on_held_out_seeds():
-    classes = head_classes(stage1_trials(LEARNED))
-    assert classes.classify_seeds == (0, 1, 2) and classes.holdout_seeds == (3,)
-    assert classes.seeds_of("good") == [0, 1, 2] and classes.seeds_of("bad") == [3, 4, 5]
-    assert classes.seeds_of("mixed") == [6] and classes.class_of(99) == "unseen"
-    rates = classes.rates.set_index("class")
-    assert (rates["source"] == "holdout").all()
-    assert (rates.loc["good", "trials"], rates.loc["good", "learned"]) == (3, 2)
-    assert (rates.loc["bad", "trials"], rates.loc["bad", "learned"]) == (3, 1)
-    assert (rates.loc["all", "trials"], rates.loc["all", "learned"]) == (7, 4)
-    low, high = wilson_interval(1, 3)
-    assert classes.rate("bad") == pytest.approx((1 / 3, float(low), float(high)))
-    assert classes.rate("unseen") == classes.rate("all")
-
-
-def test_without_held_out_seeds_the_rates_are_in_sample_and_bad_is_zero_by_construction():
-    classes = head_classes(stage1_trials(LEARNED), holdout=0)
-    assert classes.holdout_seeds == () and classes.seeds_of("good") == [0, 2]
-    assert classes.rates.set_index("class").loc["bad", "rate"] == 0.0
-    three_seeds = {h: runs[:3] for h, runs in LEARNED.items()}
-    assert head_classes(stage1_trials(three_seeds)).holdout_seeds == ()  # default: 0 below 4
+def test_heads_are_classified_on_each_base_good_in_every_seed_bad_in_none():
+    other = {h: [h != 0] * 3 for h in range(7)}
+    classes = head_classes(pd.concat([one_head_trials(LEARNED), one_head_trials(other, 2)]))
+    assert classes.bases == [1, 2] and classes.classify_seeds == (0, 1, 2)
+    assert classes.seeds_of(1, "good") == [0, 1, 2] and classes.seeds_of(1, "bad") == [3, 4, 5]
+    assert classes.seeds_of(1, "mixed") == [6] and classes.seeds_of(2, "bad") == [0]
+    assert classes.class_of(2, 3) == "good" and classes.class_of(1, 3) == "bad"
+    with pytest.raises(AnalysisInputError, match="head seed 99 on base 1"):
+        classes.class_of(1, 99)
+    rates = classes.rates.set_index(["base_seed", "class"])
+    assert rates.loc[(1, "bad"), "rate"] == 0.0 and rates.loc[(1, "good"), "rate"] == 1.0
+    assert rates.loc[(1, "all"), "trials"] == 21
 
 
 @pytest.mark.parametrize("change, message", [
     (lambda t: t.assign(**{"model.heads": 2}), "model.heads: got \\[2\\]"),
-    (lambda t: t.assign(**{"model.base_seed": t["seed"]}), "base networks"),
+    (lambda t: t.assign(**{"model.base_seed": None}), "model.base_seed"),
     (lambda t: t.assign(**{"model.head_seeds": None}), "head_seeds"),
 ])
-def test_stage1_that_is_not_one_head_on_one_base_is_refused_in_one_line(change, message):
+def test_stage1_that_is_not_one_head_on_a_fixed_base_is_refused_in_one_line(change, message):
     with pytest.raises(AnalysisInputError, match=message):
-        head_classes(change(stage1_trials(LEARNED)))
+        head_classes(change(one_head_trials(LEARNED)))
 
 
-def classes_with(good: list[int], bad: list[int], top: int = 40) -> HeadClasses:
-    learned = {h: [h in good] * 4 for h in range(top)}
-    learned.update({h: [True, False, True, False] for h in range(top) if h not in good + bad})
-    return head_classes(stage1_trials(learned))
+def classes_with(good: list[int], bad: list[int], top: int = 40, bases=(1,)) -> HeadClasses:
+    learned = {h: [h in good] * 3 for h in range(top)}
+    learned.update({h: [True, False, True] for h in range(top) if h not in good + bad})
+    return head_classes(pd.concat([one_head_trials(learned, b) for b in bases]))
 
 
-def test_stage2_sets_are_all_bad_one_good_cycling_its_position_and_heads_never_trained():
-    classes = classes_with(good=[1, 2], bad=list(range(10, 30)))
-    sets = stage2_sets(classes, heads=8, sets=10, seed=3)
+def test_stage2_sets_are_all_bad_one_good_cycling_and_random_of_neither_kind():
+    classes = classes_with(good=[1, 2], bad=list(range(10, 30)), bases=(1, 2))
+    sets = stage2_sets(classes, 1, heads=8, sets=10, seed=3)
     assert set(sets) == set(CONDITIONS) and all(len(v) == 10 for v in sets.values())
-    bad, good = set(classes.seeds_of("bad")), set(classes.seeds_of("good"))
-    for i, (all_bad, one_good, unseen) in enumerate(zip(*(sets[c] for c in CONDITIONS))):
+    bad, good = set(classes.seeds_of(1, "bad")), set(classes.seeds_of(1, "good"))
+    for i, (all_bad, one_good, random) in enumerate(zip(*(sets[c] for c in CONDITIONS))):
         assert len(set(all_bad)) == 8 and set(all_bad) <= bad
         assert len(set(one_good)) == 8 and one_good[i % 8] in good
         assert set(one_good[:i % 8] + one_good[i % 8 + 1:]) <= bad
-        assert min(unseen) >= 40 and len(set(unseen)) == 8
-    assert stage2_sets(classes, heads=8, sets=10, seed=3) == sets  # reproducible
-    with pytest.raises(AnalysisInputError, match="20 bad heads; allowed: at least --heads 21"):
-        stage2_sets(classes, heads=21)
+        kinds = [classes.class_of(1, s) for s in random]
+        assert len(set(random)) == 8 and condition_of(kinds) == "random"
+    assert stage2_sets(classes, 1, heads=8, sets=10, seed=3) == sets  # reproducible
+    assert stage2_sets(classes, 2, heads=8, sets=10, seed=3) != sets  # its own draw a base
+    with pytest.raises(AnalysisInputError, match="20 bad heads on base 1; allowed: at least"):
+        stage2_sets(classes, 1, heads=21)
 
 
-def test_stage2_sweep_keeps_stage1s_scale_and_base_and_plans_as_a_real_sweep(tmp_path, capsys):
+def test_stage2_writes_a_sweep_per_base_and_the_alone_sweep_pairing_every_head(tmp_path,
+                                                                               capsys):
     from sweeper.cli import main
 
-    classes = classes_with(good=[1, 2], bad=list(range(10, 30)))
+    classes = classes_with(good=[1, 2], bad=list(range(10, 30)), bases=(1, 2))
     stage1 = yaml.safe_load(STAGE1.read_text())
-    sweep = stage2_sweep(stage1, classes, heads=8, sets=2, data_seeds=(1000, 1001))
-    assert sweep["name"] == "snell_head_init_stage2" and sweep["seeds"] == [1000, 1001]
-    assert sweep["fixed"]["model"] == {**stage1["fixed"]["model"], "heads": 8, "base_seed": 0}
-    assert sweep["fixed"]["task"] == stage1["fixed"]["task"]
-    assert sweep["budget"] == stage1["budget"] and len(sweep["axes"]["model"]["head_seeds"]
-                                                      ["grid"]) == 6
-    path = tmp_path / "stage2.yaml"
-    path.write_text(yaml.safe_dump(sweep, sort_keys=False))
-    assert main(["plan", str(path), "--no-estimate", "--results", str(tmp_path)]) == 0
-    assert "12 trials" in capsys.readouterr().out
+    sweeps = stage2_sweeps(stage1, classes, heads=8, sets=2, data_seeds=(3000, 3001))
+    assert list(sweeps) == ["snell_heads_stage2_base1", "snell_heads_stage2_base2",
+                            "snell_heads_alone"]
+    base1, alone = sweeps["snell_heads_stage2_base1"], sweeps["snell_heads_alone"]
+    assert base1["fixed"]["model"] == {**stage1["fixed"]["model"], "heads": 8, "base_seed": 1}
+    assert base1["fixed"]["task"] == stage1["fixed"]["task"] and base1["seeds"] == [3000, 3001]
+    assert len(base1["axes"]["model"]["head_seeds"]["grid"]) == 6
+    assert alone["fixed"]["model"]["heads"] == 1 and "base_seed" not in alone["fixed"]["model"]
+    assert alone["axes"]["model"]["base_seed"] == {"grid": [1, 2]}
+    assert alone["axes"]["model"]["head_seeds"]["grid"] == [[h] for h in range(40)]
+    for name, sweep in sweeps.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(sweep, sort_keys=False))
+        assert main(["plan", str(path), "--no-estimate", "--results", str(tmp_path)]) == 0
+    assert "160 trials" in capsys.readouterr().out  # 40 heads x 2 bases x 2 seeds alone
 
 
-def stage2_frames(rows: list[tuple[list[int], bool, list[float]]]):
-    """Stage 2 trials and trajectories: (head seeds, learned, each head's final attn_acc)."""
+def test_stage2_refuses_too_many_sets_one_head_and_stage1s_own_or_repeated_data_seeds():
+    classes = classes_with(good=[1], bad=[10, 11, 12])
+    stage1 = yaml.safe_load(STAGE1.read_text())
+    with pytest.raises(AnalysisInputError, match="--sets: got 2; allowed: at most 1"):
+        stage2_sets(classes, 1, heads=3, sets=2)
+    with pytest.raises(AnalysisInputError, match="--heads: got 1; allowed: 2 or more"):
+        stage2_sets(classes, 1, heads=1, sets=1)
+    assert len({tuple(s) for s in stage2_sets(classes, 1, heads=2, sets=3)["bad"]}) == 3
+    for seeds, message in (((3000, 3000), "distinct"), ((2, 3001), "stage 1's own"),
+                           ((2**63, 1), "--data-seeds")):
+        with pytest.raises(AnalysisInputError, match=message):
+            stage2_sweeps(stage1, classes, heads=2, sets=1, data_seeds=seeds)
+    with pytest.raises(ResultsInputError, match="--name"):
+        stage2_sweeps(stage1, classes, heads=2, sets=1, prefix="bad name/..")
+
+
+def test_the_shipped_alone_sweep_is_what_stage2_writes_from_the_shipped_stage1():
+    stage1 = yaml.safe_load(STAGE1.read_text())
+    shipped = yaml.safe_load((ROOT / "search_spaces" / "snell_heads_alone.yaml").read_text())
+    classes = classes_with(good=list(range(8)), bad=list(range(8, 20)), top=48, bases=(1, 2, 3))
+    written = stage2_sweeps(stage1, classes)["snell_heads_alone"]
+    assert written == shipped
+
+
+def paired_frames(rows, heads_alone):
+    """Stage-2 trials and trajectories from (head seeds, seed, learned, each head's final
+    attention accuracy), and the alone trials from {(head, seed): learned} on base 1."""
     trials, traj = [], []
-    for i, (seeds, learned, accs) in enumerate(rows):
+    for i, (seeds, seed, learned, accs) in enumerate(rows):
         trials.append({"trial_id": f"t{i}", "status": "ok", "model.heads": len(seeds),
-                       "model.head_seeds": json.dumps(seeds), "seed": 1000 + i % 4,
-                       "attention_learned": learned})
+                       "model.head_seeds": json.dumps(seeds), "model.base_seed": 1,
+                       "seed": seed, "attention_learned": learned, "budget.steps": 400,
+                       "attention_steps": 200.0 if learned else np.nan})
         traj += [{"trial_id": f"t{i}", "step": 0, "attn_acc_head": [0.0] * len(seeds)},
-                 {"trial_id": f"t{i}", "step": 10, "attn_acc_head": accs}]
-    return pd.DataFrame(trials), pd.DataFrame(traj)
+                 {"trial_id": f"t{i}", "step": 300, "attn_acc_head": accs}]
+    alone = pd.concat([one_head_trials({h: [ok]}, 1, seed) for (h, seed), ok in
+                       heads_alone.items()], ignore_index=True)
+    return pd.DataFrame(trials), pd.DataFrame(traj), alone
 
 
-def test_the_table_sets_each_composition_beside_the_lottery_and_finds_the_aligned_head():
-    classes = head_classes(stage1_trials(LEARNED))  # good 2/3, bad 1/3, any 4/7 held out
-    # two-head sets: '2 bad' (3, 5), '1 bad + 1 good' (0, 4), '2 unseen' (90, 91)
-    rows = ([([3, 5], False, [0.1, 0.2])] * 9 + [([3, 5], True, [0.95, 0.1])]
-            + [([0, 4], True, [0.97, 0.2])] * 9 + [([0, 4], True, [0.1, 0.93])]
-            + [([90, 91], True, [0.91, 0.95])] * 4)
-    trials, traj = stage2_frames(rows)
-    table = head_init_table(trials, traj, classes).set_index("condition")
-    assert list(table.index) == ["2 bad", "2 unseen", "1 bad + 1 good"]
-    two_bad, one_good, unseen = (table.loc[c] for c in ("2 bad", "1 bad + 1 good", "2 unseen"))
-    assert (two_bad["n"], two_bad["learned"]) == (10, 1)
-    assert two_bad["lottery"] == pytest.approx(1 - (2 / 3) ** 2)
-    low, high = wilson_interval(1, 3)
-    assert two_bad["lottery_high"] == pytest.approx(1 - (1 - float(high)) ** 2)
-    assert two_bad["heads_aligned"] == "0:9 1:1" and two_bad["bad_aligned"] == 1
-    assert pd.isna(two_bad["good_aligned"])
-    assert one_good["lottery"] == pytest.approx(1 - (1 / 3) * (2 / 3))
-    assert one_good["lottery_aligned"] == pytest.approx(2 / 3 + 1 / 3)
-    assert two_bad["lottery_aligned"] == pytest.approx(2 / 3) and two_bad["mean_aligned"] == 0.1
-    assert (one_good["good_aligned"], one_good["bad_aligned"]) == (9, 1)
-    assert unseen["lottery"] == pytest.approx(1 - (3 / 7) ** 2) and unseen["mean_aligned"] == 2
-    assert set(table["verdict"]) <= {"as lottery", "beyond lottery", "below lottery"}
+def test_the_paired_table_counts_models_that_learn_where_no_head_learned_alone():
+    """Hand-built: bad heads 3, 4, 5 fail alone on every seed; good 0 learns alone. Twelve
+    '2 bad' trials learn although neither head learned alone on that seed (beyond a lottery
+    of tickets fixed by init and data); the '1 bad + 1 good' trials learn as the good head
+    does alone."""
+    classes = head_classes(one_head_trials(LEARNED))
+    seeds = range(100, 112)
+    alone = {(h, s): h in (0, 1, 2) for h in (0, 3, 4, 5) for s in seeds}
+    alone[(5, 111)] = True  # one bad head learns alone once: a concordant pair
+    rows = ([([3, 4], s, True, [0.95, 0.2]) for s in seeds]
+            + [([0, 5], s, True, [0.97, 0.1]) for s in seeds])
+    trials, traj, alone_trials = paired_frames(rows, alone)
+    per_trial = paired_trials(trials, traj, alone_trials, classes)
+    assert per_trial["condition"].tolist() == ["bad"] * 12 + ["one_good"] * 12
+    assert per_trial["any_alone"].sum() == 12
+    rates = class_rates(alone_trials, classes, list(seeds))
+    table = paired_table(per_trial, rates).set_index("condition")
+    bad, one_good = table.loc["bad"], table.loc["one_good"]
+    assert (bad["n"], bad["learned"], bad["model_only"], bad["neither"]) == (12, 12, 12, 0)
+    assert bad["learned_if_none_alone"] == 1.0 and bad["verdict"] == "beyond lottery"
+    assert bad["p_value"] == pytest.approx(2 * 0.5**12)
+    assert (bad["failed_alone"], bad["aligned_of_failed"]) == (24, 12)
+    assert bad["independent"] == pytest.approx(1 - (35 / 36) ** 2)  # bad alone: 1 of 36
+    assert (one_good["both"], one_good["model_only"], one_good["heads_only"]) == (12, 0, 0)
+    assert one_good["verdict"].startswith("cannot tell: needs >= ")  # no discordant pair
+    assert one_good["independent"] == pytest.approx(1.0)
+    assert (one_good["learned_alone"], one_good["aligned_of_learned"]) == (13, 12)  # head 5
 
 
-def test_a_condition_far_above_its_lottery_is_called_beyond_it():
-    learned = {h: [h < 2] * 4 for h in range(12)}  # good 0, 1; bad 2-11 (held out: 0 of 10)
-    classes = head_classes(stage1_trials(learned))
-    rows = [([2, 3, 4, 5], True, [0.95, 0, 0, 0])] * 30
-    table = head_init_table(*stage2_frames(rows), classes)
-    assert table["verdict"].tolist() == ["beyond lottery"]
-    assert table["lottery"].iloc[0] == 0.0 and table["low"].iloc[0] > table["lottery_high"].iloc[0]
+def test_a_stage2_head_without_its_alone_run_is_refused_in_one_line():
+    classes = head_classes(one_head_trials(LEARNED))
+    trials, traj, alone = paired_frames([([3, 4], 100, True, [0.95, 0.2])],
+                                        {(3, 100): False})
+    with pytest.raises(AnalysisInputError, match="--alone: head 4 on base 1, data seed 100"):
+        paired_trials(trials, traj, alone, classes)
 
 
-def test_cli_heads_classifies_writes_stage2_and_reads_it_back_on_a_real_store(tmp_path, capsys):
-    """A real (tiny) stage 1 trained by sweeper, classified at a threshold that makes the best
-    head good, its stage 2 written, trained, and read back as the table."""
+def test_arms_are_paired_on_the_same_sets_and_the_good_heads_speed_by_a_sign_test():
+    classes = head_classes(one_head_trials(LEARNED))
+    seeds = range(100, 120)
+    alone = {(h, s): h == 0 for h in (0, 3, 4) for s in seeds}
+    short = [([0, 3], s, s % 2 == 0, [0.95 if s % 2 == 0 else 0.5, 0.1]) for s in seeds]
+    trials, traj, alone_trials = paired_frames(short, alone)
+    longer, long_traj, _ = paired_frames([(h, s, True, [0.95, 0.1]) for h, s, *_ in short],
+                                         alone)
+    longer = longer.assign(**{"budget.steps": 1200, "trial_id": "L" + longer["trial_id"]})
+    long_traj = long_traj.assign(trial_id="L" + long_traj["trial_id"])
+    per_trial = paired_trials(pd.concat([trials, longer]), pd.concat([traj, long_traj]),
+                              alone_trials, classes)
+    tests = comparisons(per_trial).set_index(["what", "first"])
+    arm = tests.loc[("one_good: model learned", "1200 steps, mean")]
+    assert arm["n"] == 20 and arm["verdict"] == "more learn"  # 10 learn only with 1200 steps
+    speed = tests.loc[("400 steps, mean: good head aligned earlier alone", "alone")]
+    assert speed["verdict"] == "slower in company"  # alone at 100 always; in company 10 or never
+    good = good_head_steps(per_trial).set_index("arm").loc["400 steps, mean"]
+    assert (good["aligned_alone"], good["aligned_in_company"]) == (20, 10)
+
+
+def test_cli_heads_classifies_writes_stage2_and_reads_the_paired_table_on_real_stores(
+        tmp_path, capsys):
+    """A real (tiny) stage 1 on two bases trained by sweeper, classified at a threshold that
+    makes some heads good, its stage 2 and alone sweeps written, trained, and read back."""
     import sweeper
     from analysis.cli import main
     from analysis.load import load
 
     stage1 = {"name": "tiny_stage1", "task": "copy-v1", "model": "seq2seq",
               "fixed": {"task": {"length": 5, "cooccurrence": 0.0},
-                        "model": {"width": 8, "heads": 1, "base_seed": 0},
+                        "model": {"width": 8, "heads": 1},
                         "train": {"batch_size": 8, "eval_size": 8, "eval_every": 3}},
-              "axes": {"model": {"head_seeds": {"grid": [[h] for h in range(8)]}}},
-              "seeds": 4, "budget": {"steps": 6}}
+              "axes": {"model": {"base_seed": {"grid": [1, 2]},
+                                 "head_seeds": {"grid": [[h] for h in range(8)]}}},
+              "seeds": 2, "budget": {"steps": 6}}
     sweeper.run(stage1, results=str(tmp_path), executor="local", stream=io.StringIO())
     traj = load(tmp_path, "tiny_stage1").read_trajectories(columns=["attn_acc"])
     best = traj.groupby("trial_id")["attn_acc"].max()
     trials = load(tmp_path, "tiny_stage1").trials.set_index("trial_id")
-    per_head = best.groupby(trials.loc[best.index, "model.head_seeds"]).min()
-    level = float(per_head.max())  # the head whose worst seed is best: good at this level
+    key = [trials.loc[best.index, "model.base_seed"], trials.loc[best.index, "model.head_seeds"]]
+    worst = best.groupby(key).min().groupby(level=0)
+    level = float(worst.max().min())  # each base's best head is good at this level
     folder = str(tmp_path / "tiny_stage1")
-    argv = ["heads", folder, "--holdout", "0", "--attention-learned-threshold", str(level)]
+    argv = ["heads", folder, "--attention-learned-threshold", str(level)]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "8 head seeds on base network 0" in out and "good (learned in every one): " in out
-    bad = out.split("bad (learned in none): ")[1].split("\n")[0]
-    n_bad = 0 if bad == "none" else int(bad.split(" heads")[0])
-    if n_bad == 0:  # the data decides: then stage 2 is refused in one line
-        assert main([*argv, "--stage2", str(tmp_path / "s2.yaml")]) == 2
-        assert "bad heads" in capsys.readouterr().err
-        return
-    stage2 = tmp_path / "s2.yaml"
-    assert main([*argv, "--stage2", str(stage2), "--heads", str(min(n_bad, 2)), "--sets", "1",
+    assert "8 head seeds on base networks 1, 2" in out and "base 2: good" in out
+    bad = [int(line.split(": bad (learned in none): ")[1].split(" heads")[0])
+           for line in out.splitlines() if "bad (learned in none): " in line
+           and "none" not in line.split(": bad (learned in none): ")[1]]
+    assert len(bad) == 2 and min(bad) >= 2  # training is deterministic: 3 and 4 bad heads
+    stage2 = tmp_path / "s2"
+    assert main([*argv, "--stage2", str(stage2), "--heads", "2", "--sets", "1",
                  "--data-seeds", "7,8"]) == 0
     assert f"wrote {stage2}" in capsys.readouterr().out
-    sweeper.run(str(stage2), results=str(tmp_path), executor="local", stream=io.StringIO())
+    names = sorted(p.stem for p in stage2.glob("*.yaml"))
+    assert names == ["tiny_alone", "tiny_stage2_base1", "tiny_stage2_base2"]
+    for name in names:
+        sweeper.run(str(stage2 / f"{name}.yaml"), results=str(tmp_path), executor="local",
+                    stream=io.StringIO())
     table = tmp_path / "table.csv"
-    assert main(["heads", str(tmp_path / "tiny_stage2"), "--classes", folder, "--holdout", "0",
-                 "--attention-learned-threshold", str(level), "--cells", str(table)]) == 0
+    assert main(["heads", str(tmp_path / "tiny_stage2_base1"), "--with",
+                 str(tmp_path / "tiny_stage2_base2"), "--classes", folder, "--alone",
+                 str(tmp_path / "tiny_alone"), "--attention-learned-threshold", str(level),
+                 "--cells", str(table)]) == 0
+    out = capsys.readouterr().out
+    assert "paired with tiny_alone" in out and "12 trials" in out
     frame = pd.read_csv(table)
-    assert frame["n"].sum() == 6 and len(frame) == 3
-    assert np.all(frame["lottery_low"] <= frame["lottery_high"])
+    assert frame["n"].sum() == 12 and set(frame["condition"]) <= set(CONDITIONS)
+    assert (frame[["both", "model_only", "heads_only", "neither"]].sum(axis=1)
+            == frame["n"]).all()
 
 
 def test_cli_heads_refuses_stage2_options_without_stage2_and_a_sweep_without_head_seeds(
@@ -214,24 +281,10 @@ def test_cli_heads_refuses_stage2_options_without_stage2_and_a_sweep_without_hea
     small_copy_sweep(tmp_path, cooccurrence=(0.0,), hardness=(0.0,), heads=(1,), seeds=2)
     assert main(["heads", str(tmp_path / "copy"), "--heads", "4"]) == 2
     assert "give them with --stage2" in capsys.readouterr().err
+    assert main(["heads", str(tmp_path / "copy"), "--classes", str(tmp_path / "copy")]) == 2
+    assert "--alone" in capsys.readouterr().err
     assert main(["heads", str(tmp_path / "copy")]) == 2
     assert "model.head_seeds" in capsys.readouterr().err
-
-
-def test_stage2_refuses_too_many_sets_one_head_and_stage1s_own_or_repeated_data_seeds():
-    classes = classes_with(good=[1], bad=[10, 11, 12])
-    stage1 = yaml.safe_load(STAGE1.read_text())
-    with pytest.raises(AnalysisInputError, match="--sets: got 2; allowed: at most 1"):
-        stage2_sets(classes, heads=3, sets=2)
-    with pytest.raises(AnalysisInputError, match="--heads: got 1; allowed: 2 or more"):
-        stage2_sets(classes, heads=1, sets=1)
-    assert len({tuple(s) for s in stage2_sets(classes, heads=2, sets=3)["bad"]}) == 3
-    for seeds, message in (((1000, 1000), "distinct"), ((3, 1001), "stage 1's own"),
-                           ((2**63, 1), "--data-seeds")):
-        with pytest.raises(AnalysisInputError, match=message):
-            stage2_sweep(stage1, classes, heads=2, sets=1, data_seeds=seeds)
-    with pytest.raises(ResultsInputError, match="--name"):
-        stage2_sweep(stage1, classes, heads=2, sets=1, name="bad name/..")
 
 
 def test_cli_heads_refuses_stage2_with_classes_and_an_empty_folder_in_one_line(tmp_path, capsys):

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from analysis import compute_phase, wilson_interval
-from analysis.phase import heads_aligned, is_head_axis, lottery_rate
+from analysis.phase import heads_aligned, is_head_axis
+from sweeper.results.stats import lottery_rate
 
 try:
     from analysis_fixtures import small_copy_sweep, trials_frame
@@ -44,6 +45,8 @@ def test_half_one_head_rate_predicts_0_9375_for_four_heads_with_the_wilson_bound
     assert lot["lottery_high"] == pytest.approx(1 - (1 - float(high)) ** 4)
     assert lot["p"] == 1.0 and lot["n"] == 10
     assert not lot["beyond_lottery"] and not lot["below_lottery"]  # 10/10 is within reach
+    # and nothing 10 seeds could show would refute it: not "as lottery" but "cannot tell"
+    assert lot["power"] < 0.8 and lot["verdict"].startswith("cannot tell: needs >= ")
 
 
 def test_far_above_is_beyond_far_below_is_below_and_few_seeds_are_neither(phase):
@@ -51,6 +54,8 @@ def test_far_above_is_beyond_far_below_is_below_and_few_seeds_are_neither(phase)
     assert row(phase.lottery, 4, 1.0, 0.0)["below_lottery"]
     thin = row(phase.lottery, 4, 0.0, 1.0)
     assert not thin["beyond_lottery"] and not thin["below_lottery"]
+    assert thin["verdict"].startswith("cannot tell")
+    assert row(phase.lottery, 4, 0.5, 0.0)["verdict"] == "beyond lottery"
     assert len(phase.lottery) == 6  # every (x, y) of the grid at H = 4; H = 1 is the base
     assert phase.lottery["p_lottery"].isna().sum() == 2  # grid points with no trials
 
