@@ -8,6 +8,7 @@ plan trains one trial per training id, stores the others as rows of their own th
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from sweep_helpers import variant, write_sweep
@@ -205,3 +206,43 @@ def test_an_older_file_without_the_column_keeps_it_through_read_and_compact(tmp_
         res = analysis.load(root, "o")
         assert res.trajectories.groupby("trial_id").size().tolist() == [3] * 4
         store.compact("o")
+
+
+def test_every_reader_counts_a_pooled_shared_training_once(shared_store, capsys):
+    """x = co-occurrence, y = width: each cell pools over hardness, so at c = 0 the two
+    hardness values' rows are 2 trainings, not 4. The trials' cell statistics, the summary's
+    cells (what the dashboard's map and status read), the dashboard's map, `sweeper phase
+    --json` and the API's phase agree on every cell's n and successes."""
+    import json
+
+    import pyarrow.fs as pafs
+
+    from analysis.cli import main
+    from analysis.dashboard.data import SweepView
+    from analysis.phase import compute_phase, phase_from_summary
+    from sweeper.results.cells import cell_stats
+
+    x, y, outcome = "task.cooccurrence", "model.width", "attention_learned"
+    results = analysis.load(shared_store, "sh")
+    trials = results.trials
+    truth = cell_stats(trials, [x, y], outcome).set_index(x)[["n", "successes"]]
+    assert truth.loc[0.0, "n"] == 2 and truth.loc[0.5, "n"] == 4
+
+    def counts(cells):
+        return cells.set_index(x)[["n", "successes"]].astype(int)
+
+    view = SweepView(pafs.LocalFileSystem(), shared_store, "sh")
+    view.refresh()
+    readers = {
+        "trials": compute_phase(trials, x, y, None, outcome=outcome).cells,
+        "summary": phase_from_summary(view.summary.cells, x, y, None, outcome=outcome).cells,
+    }
+    for name, cells in readers.items():
+        assert counts(cells).equals(truth.astype(int)), name
+    drawn = view.phase(x, y, None, outcome=outcome)
+    grid = drawn["facets"][0]["grid"]
+    assert sorted(v for row in grid["n"] for v in row) == sorted(truth["n"].tolist())
+    assert main(["phase", f"{shared_store}/sh", "--x", x, "--y", y, "--outcome", outcome,
+                 "--json", "-o", str(Path(shared_store) / "p.png")]) == 0
+    cells = json.loads(capsys.readouterr().out)["cells"]
+    assert sorted((c[x], c["n"]) for c in cells) == [(0.0, 2), (0.5, 4)]

@@ -42,7 +42,7 @@ from sweeper.results.rules import SUCCESS_OUTCOMES
 
 SUMMARY_FILE = "cells.parquet"
 PROGRESS_FILE = "progress.json"
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2  # 2: shared rows counted apart, with the columns they differ in
 CONFIG_PREFIXES = ("task.", "model.", "train.", "optim.")
 STATUSES = ("ok", "diverged", "failed", "stopped")
 COUNT_COLUMNS = ("n_trials", *STATUSES)
@@ -59,6 +59,37 @@ def outcome_columns(outcome: str) -> tuple[str, str, str]:
     return f"{outcome}_n", f"{outcome}_successes", f"{outcome}_steps"
 
 
+def shared_columns(outcome: str) -> tuple[str, str, str]:
+    """The summary's columns of a success outcome over the rows that share another trial's
+    training: counted, successes, steps (subtracted where a cell pools over what they differ
+    in: `summary_cells`)."""
+    return tuple(f"{c}_shared" for c in outcome_columns(outcome))
+
+
+def _shared_over(trials: pd.DataFrame, keys: list[str]) -> list[list[str]]:
+    """Per row, the configuration columns in which a shared row differs from the trial whose
+    training it shares (stored in the same pack, so in the same rows); [] for its own."""
+    if "shared_with" not in trials.columns or "trial_id" not in trials.columns:
+        return [[] for _ in range(len(trials))]
+    by_id = trials.drop_duplicates("trial_id").set_index("trial_id")
+    out = []
+    for i, source in enumerate(trials["shared_with"]):
+        if not isinstance(source, str):
+            out.append([])
+        elif source not in by_id.index:
+            out.append([])  # its source in another batch: assume the same cell
+        else:
+            row, src = trials.iloc[i], by_id.loc[source]
+            out.append([k for k in keys if not _same(row[k], src[k])])
+    return out
+
+
+def _same(a: object, b: object) -> bool:
+    missing = pd.isna(a) if not isinstance(a, (list, np.ndarray)) else False
+    other = pd.isna(b) if not isinstance(b, (list, np.ndarray)) else False
+    return bool(missing and other) or (not missing and not other and a == b)
+
+
 def contributions(trials: pd.DataFrame) -> pd.DataFrame:
     """Per-configuration counts of some trials rows (any status), one row per configuration."""
     keys = config_columns(trials.columns)
@@ -66,8 +97,10 @@ def contributions(trials: pd.DataFrame) -> pd.DataFrame:
     work = pd.DataFrame({"n_trials": 1}, index=trials.index)
     for s in STATUSES:
         work[s] = (status == s).astype("int64")
-    if "shared_with" in trials.columns:  # rows that share an equivalent trial's training
-        work["n_shared"] = trials["shared_with"].notna().astype("int64")
+    shared = (trials["shared_with"].notna() if "shared_with" in trials.columns
+              else pd.Series(False, trials.index))
+    work["n_shared"] = shared.astype("int64")  # rows that share an equivalent trial's training
+    work["shared_over"] = _shared_over(trials, keys)
     for outcome, steps in SUCCESS_OUTCOMES.items():
         if outcome not in trials.columns:
             continue
@@ -79,6 +112,8 @@ def contributions(trials: pd.DataFrame) -> pd.DataFrame:
         step = (pd.to_numeric(trials[steps], errors="coerce").astype(float)
                 if steps in trials.columns else pd.Series(np.nan, trials.index))
         work[total] = step.where(success, 0.0).fillna(0.0)
+        for name, value in zip(shared_columns(outcome), (work[n], work[k], work[total])):
+            work[name] = value.where(shared, 0)
     for key in keys:
         work[key] = trials[key]
     if "trial_id" in trials.columns:
@@ -88,7 +123,8 @@ def contributions(trials: pd.DataFrame) -> pd.DataFrame:
     return _sum(work, keys)
 
 
-LIST_COLUMNS = ("trial_ids", "packs")  # per configuration: its trials, and the packs holding them
+# per configuration: its trials, the packs holding them, the columns its shared rows differ in
+LIST_COLUMNS = ("trial_ids", "packs", "shared_over")
 
 
 def _sum(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -102,7 +138,7 @@ def _sum(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         joined = grouped[column].agg(lambda parts: [v for part in parts
                                                     for v in (part if part is not None else [])])
         out[column] = joined if column == "trial_ids" else joined.map(
-            lambda v: sorted(set(v)))
+            lambda v: sorted(set(v)))  # packs, shared_over: sets
     return out.reset_index()
 
 
@@ -139,7 +175,8 @@ class CellSummary:
     def table(self) -> pa.Table:
         frame = self.cells
         for column in frame.columns:
-            if column in COUNT_COLUMNS or column.endswith(("_n", "_successes")):
+            if column in COUNT_COLUMNS or column.endswith(("_n", "_successes", "_n_shared",
+                                                           "_successes_shared")):
                 frame[column] = frame[column].astype("int64")
         table = pa.Table.from_pandas(frame, preserve_index=False)
         meta = {"version": SUMMARY_VERSION, "files": sorted(self.files),
@@ -257,15 +294,18 @@ def summary_cells(summary: pd.DataFrame, axes: Sequence[str], outcome: str,
     """Cells of `axes` (pooled over every other configuration column) from summary rows, with
     the columns of `sweeper.results.cell_stats` (median_steps: the mean over the successes,
     since a median does not add up; NaN without successes) and n_shared (trials that share an
-    equivalent trial's training). Unlike `cell_stats`, a cell that pools over the parameter
-    that made two trials equivalent counts them as two seeds: the summary keeps counts, not
-    which training each trial is."""
+    equivalent trial's training). As `cell_stats`, a shared training is one seed of its cell:
+    where a cell pools over every column in which a configuration's shared rows differ from
+    their source (copy's hardness at c = 0, pooled), those rows are not counted again."""
     n, k, total = outcome_columns(outcome)
     axes = list(axes)
     work = summary[[*axes, "n_trials", "failed"]].copy()
-    work["n"] = summary[n] if n in summary.columns else 0
-    work["successes"] = summary[k] if k in summary.columns else 0
-    work["steps"] = summary[total] if total in summary.columns else 0.0
+    within = _shared_within(summary, axes)
+    for name, column, shared in zip(("n", "successes", "steps"), (n, k, total),
+                                    shared_columns(outcome)):
+        own = summary[column] if column in summary.columns else 0
+        again = summary[shared].where(within, 0) if shared in summary.columns else 0
+        work[name] = own - again
     work["n_shared"] = summary["n_shared"] if "n_shared" in summary.columns else 0
     sums = ["n_trials", "n", "successes", "steps", "failed", "n_shared"]
     if axes:
@@ -282,6 +322,15 @@ def summary_cells(summary: pd.DataFrame, axes: Sequence[str], outcome: str,
     from sweeper.results.cells import CELL_COLUMNS
 
     return cells[[*axes, *CELL_COLUMNS, "n_shared"]]
+
+
+def _shared_within(summary: pd.DataFrame, axes: Sequence[str]) -> pd.Series:
+    """Per configuration, whether its shared rows fall in their source's cell of `axes` (they
+    differ from it only in columns the cells pool over)."""
+    if "shared_over" not in summary.columns:
+        return pd.Series(False, index=summary.index)
+    return summary["shared_over"].map(
+        lambda over: over is not None and not set(list(over)) & set(axes))
 
 
 # -- progress ----------------------------------------------------------------------------------
