@@ -30,7 +30,7 @@ from sweeper.results import (
 from sweeper.results.cells import category_cells, shares_within_cell
 from sweeper.results.errors import python_arguments
 from sweeper.results.reading import search_facts
-from sweeper.results.stats import ALPHA, compare_lottery, lottery_rate
+from sweeper.results.stats import ALPHA, compare_lottery, counts_heads, lottery_rate
 from sweeper.results.words import count
 
 from .errors import AnalysisInputError, unknown_column
@@ -45,7 +45,6 @@ from .outcomes import (
 REGIMES = ("learned", "failed", "unreliable", "insufficient", "missing")
 CONFIG_PREFIXES = ("task.", "model.", "optim.", "train.")
 _FACET = "_facet"
-HEAD_AXIS_NAMES = ("heads", "n_heads", "num_heads")  # a facet named model.heads counts heads
 LOTTERY_COLUMNS = ["heads_base", "ix", "iy", "n_base", "p_base", "base_low", "base_high",
                    "p_lottery", "lottery_low", "lottery_high", "n", "p", "p_low", "p_high",
                    "excess", "p_value", "power", "needed", "verdict", "beyond_lottery",
@@ -290,7 +289,7 @@ def _recovery(cells: pd.DataFrame, base: object, min_seeds: int) -> pd.DataFrame
 def is_head_axis(column: str | None, values: Sequence = ()) -> bool:
     """Whether a facet counts heads (`model.heads`, or any `*.heads`/`n_heads`): only then is
     "independent heads" a baseline at all. Its values must be positive integers."""
-    if column is None or column.rsplit(".", 1)[-1] not in HEAD_AXIS_NAMES:
+    if not counts_heads(column):
         return False
     try:
         return all(float(v) == int(v) and int(v) >= 1 for v in values)

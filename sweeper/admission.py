@@ -131,6 +131,19 @@ def resolution_warnings(sweep) -> list[str]:
     return [warning] if warning else []
 
 
+def power_notes(sweep) -> list[str]:
+    """What the sweep's seeds can detect, for a sweep whose axes compare head counts or head
+    sets (`sweeper.results.stats.power_note`): said before anything trains."""
+    from sweeper.results.stats import counts_heads, power_note
+
+    heads = [a for a in sweep.axes if counts_heads(a.column) and len(a.values) > 1]
+    sets = [a for a in sweep.axes if a.name == "head_seeds" and len(a.values) > 1]
+    if not heads and not sets:
+        return []
+    what = (f"two values of {heads[0].column}" if heads else "two head sets")
+    return [power_note(len(sweep.seeds), what)]
+
+
 def memory_budget(available: int | None = None) -> int | None:
     """The bytes trials training on this machine may use together (MEMORY_SHARE of it)."""
     available = available or _physical_memory()

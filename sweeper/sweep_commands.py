@@ -69,9 +69,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         budget = admit_here(sweep, plan.specs, sweep.pack_size)
     _warn_if_refused(plan, store)
-    from sweeper.admission import calibration_warnings, resolution_warnings
+    from sweeper.admission import calibration_warnings, power_notes, resolution_warnings
 
-    for warning in [*resolution_warnings(sweep), *calibration_warnings(sweep, plan.specs)]:
+    for warning in [*resolution_warnings(sweep), *calibration_warnings(sweep, plan.specs),
+                    *power_notes(sweep)]:
         print(warning, file=sys.stderr)  # on stderr: --json stays parseable
     from sweeper.estimate import estimate_for, parallelism
 

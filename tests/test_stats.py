@@ -109,3 +109,22 @@ def test_detectable_effect_shrinks_with_seeds():
     small, large = S.detectable_effect(16), S.detectable_effect(64)
     assert small is not None and large is not None and large < small
     assert S.detectable_effect(8) is None  # 8 seeds a group: not even 0.5 against 1.0
+
+
+def test_plan_of_a_sweep_with_a_head_axis_says_what_its_seeds_can_detect(tmp_path, capsys):
+    from pathlib import Path
+
+    from sweeper.cli import main
+
+    spaces = Path(__file__).resolve().parents[1] / "search_spaces"
+    assert main(["plan", str(spaces / "quick.yaml"), "--no-estimate", "--results",
+                 str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "power: 4 seeds a cell detect no difference between two values of model.heads" in err
+    assert main(["plan", str(spaces / "snell_multihead.yaml"), "--no-estimate", "--results",
+                 str(tmp_path)]) == 0
+    line = [x for x in capsys.readouterr().err.splitlines() if x.startswith("power:")][0]
+    assert f"detect a difference of {S.detectable_effect(32):g} or more" in line
+    assert main(["plan", str(spaces / "snell_uniform.yaml"), "--no-estimate", "--results",
+                 str(tmp_path)]) == 0
+    assert "power:" not in capsys.readouterr().err  # no head axis: nothing to say

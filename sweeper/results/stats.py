@@ -220,6 +220,15 @@ def compare_rates(k1: int, n1: int, k2: int, n2: int, *, effect: float = EFFECT,
 
 # ---------------------------------------------------------------- the lottery
 
+HEAD_AXIS_NAMES = ("heads", "n_heads", "num_heads")  # a column named model.heads counts heads
+
+
+def counts_heads(column: str | None) -> bool:
+    """Whether a column counts heads by its name (`model.heads`, `*.n_heads`): only then is a
+    lottery of independent heads a baseline for it."""
+    return column is not None and column.rsplit(".", 1)[-1] in HEAD_AXIS_NAMES
+
+
 def lottery_rate(p, heads, base_heads=1) -> np.ndarray:
     """The success rate of `heads` independent heads when `base_heads` of them succeed at rate
     p: 1 - (1 - p)^(heads / base_heads). Monotone in p, so it maps interval bounds to bounds."""
@@ -289,6 +298,19 @@ def compare_lottery(k_base: int, n_base: int, k: int, n: int, heads: float,
     return Comparison("exact unconditional (lottery)", n + n_base, k / n - expected,
                       lottery_p(k_base, n_base, k, n, ratio), power(n_base, n), effect,
                       _needed(lambda m: power(m, m)), *words, alpha)
+
+
+def power_note(seeds: int, what: str) -> str:
+    """One line for `sweeper plan`: the smallest difference `seeds` a group can detect."""
+    effect = detectable_effect(seeds)
+    needed = compare_rates(0, 0, 0, 0).needed
+    if effect is None:
+        return (f"power: {seeds} seeds a cell detect no difference between {what} (Fisher's "
+                f"exact, {POWER:.0%} power, from a rate of 0.5); {needed} seeds a cell detect "
+                f"{EFFECT:g}: every comparison will print 'cannot tell'")
+    return (f"power: {seeds} seeds a cell detect a difference of {effect:g} or more between "
+            f"{what} (Fisher's exact, {POWER:.0%} power, from a rate of 0.5); {EFFECT:g} needs "
+            f"{needed} seeds a cell")
 
 
 def detectable_effect(n: int, p: float = 0.5, alpha: float = ALPHA,
