@@ -656,7 +656,27 @@ def _write_stage2(args: argparse.Namespace, sweeps: dict[str, dict]) -> list[dic
                   f"{sweep['fixed']['model']['heads']} heads")
         written.append({"file": str(path), "sweep": name, "trials": trials,
                         "heads": sweep["fixed"]["model"]["heads"]})
+    if not args.json:
+        print(_stage2_size(args, len(written) - 1))
     return written
+
+
+def _stage2_size(args: argparse.Namespace, bases: int) -> str:
+    """What stage 2's size can detect between conditions, and the --sets a target needs."""
+    import math
+
+    from sweeper.results.stats import EFFECT, compare_rates, detectable_effect
+
+    per_condition = args.sets * len(args.data_seeds) * bases
+    effect = args.effect or EFFECT
+    needed = compare_rates(0, 0, 0, 0, effect=effect).needed
+    found = detectable_effect(per_condition)
+    can = f"{found:g}" if found is not None else "no difference"
+    sets = (f"--sets {math.ceil(needed / (len(args.data_seeds) * bases))}" if needed
+            else "more than the search's limit")
+    return (f"power: {per_condition} trials a condition detect {can} between two conditions "
+            f"(Fisher's exact, 80%, from 0.5); a difference of {effect:g} needs {needed} a "
+            f"condition: {sets}")
 
 
 def _heads_table(args: argparse.Namespace) -> int:
