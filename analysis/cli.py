@@ -343,6 +343,14 @@ def run_phase(args: argparse.Namespace) -> int:
     print(f"wrote {path}: {phase.outcome}, {count(len(phase.cells), 'cell')} ({summary}); "
           f"{int(phase.cells['recovered'].sum())} recovered; "
           f"{count(len(phase.boundary), 'boundary segment')}")
+    if not phase.recovery.empty:
+        verdicts = phase.recovery["verdict"].astype(str)
+        unsure = int(verdicts.str.startswith("cannot tell").sum())
+        print(f"against {phase.facet} = {phase.base}, cell by cell (Fisher's exact): "
+              f"{int((verdicts == 'more learn').sum())} more learn, "
+              f"{int((verdicts == 'fewer learn').sum())} fewer, "
+              f"{int((verdicts == 'no difference').sum())} no difference with the power to "
+              f"tell, {unsure} cannot tell at 0.2")
     for binned in phase.bins.values():
         print(binned.describe())
     return 0

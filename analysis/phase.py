@@ -30,7 +30,13 @@ from sweeper.results import (
 from sweeper.results.cells import category_cells, shares_within_cell
 from sweeper.results.errors import python_arguments
 from sweeper.results.reading import search_facts
-from sweeper.results.stats import ALPHA, compare_lottery, counts_heads, lottery_rate
+from sweeper.results.stats import (
+    ALPHA,
+    compare_lottery,
+    compare_rates,
+    counts_heads,
+    lottery_rate,
+)
 from sweeper.results.words import count
 
 from .errors import AnalysisInputError, unknown_column
@@ -61,7 +67,10 @@ class PhaseDiagram:
     trials whose training is another cell's (an equivalent config, trained once: copy's
     hardness at c = 0), so that nobody takes those cells' seeds for independent ones.
     recovery: per facet value other than `base` and (x, y): p, p_base, delta = p - p_base
-    (NaN unless both cells have at least min_seeds seeds), recovered.
+    (NaN unless both cells have at least min_seeds seeds), recovered; and the cell against its
+    base cell by Fisher's exact test (sweeper.results.stats.compare_rates): p_value, power
+    against a difference of 0.2, needed (seeds a cell) and verdict ("more learn", "fewer
+    learn", "no difference" only with the power to have seen one, else "cannot tell").
     boundary: segments of the p = level boundary, one per pair of grid-adjacent cells with
     enough seeds whose p lie strictly on opposite sides of level; edge_* are the coordinates
     of the shared cell edge in grid-index units (cell centres at integer ix, iy).
@@ -275,15 +284,31 @@ def _grid_cells(stats: pd.DataFrame, keys: list[str], values: list[list], level:
 
 def _recovery(cells: pd.DataFrame, base: object, min_seeds: int) -> pd.DataFrame:
     """p(H) - p(base) per facet value H != base, where both cells have enough seeds."""
-    columns = [_FACET, "x", "y", "ix", "iy", "p", "n", "regime"]
-    base_cells = cells.loc[cells[_FACET] == base, ["ix", "iy", "p", "n", "regime"]].rename(
-        columns={"p": "p_base", "n": "n_base", "regime": "regime_base"})
+    columns = [_FACET, "x", "y", "ix", "iy", "p", "n", "successes", "regime"]
+    base_cells = cells.loc[cells[_FACET] == base, ["ix", "iy", "p", "n", "successes",
+                                                   "regime"]].rename(
+        columns={"p": "p_base", "n": "n_base", "successes": "successes_base",
+                 "regime": "regime_base"})
     other = cells.loc[cells[_FACET] != base, columns].merge(base_cells, on=["ix", "iy"],
                                                             how="left")
     enough = (other["n"] >= min_seeds) & (other["n_base"] >= min_seeds)
     other["delta"] = (other["p"] - other["p_base"]).where(enough)
     other["recovered"] = (other["regime"] == "learned") & (other["regime_base"] == "failed")
+    tests = [_rates_test(*v) for v in zip(other["successes"], other["n"],
+                                          other["successes_base"], other["n_base"])]
+    for column in ("p_value", "power", "needed", "verdict"):
+        other[column] = [t[column] for t in tests]
     return other
+
+
+def _rates_test(k: float, n: float, k_base: float, n_base: float) -> dict:
+    """A cell against its base cell: Fisher's exact test and its power (`PhaseDiagram`)."""
+    if not (n > 0 and n_base > 0):
+        return {"p_value": np.nan, "power": np.nan, "needed": None, "verdict": "no seeds"}
+    test = compare_rates(int(k), int(n), int(k_base), int(n_base), higher="more learn",
+                         lower="fewer learn", same="no difference")
+    return {"p_value": test.p_value, "power": test.power, "needed": test.needed,
+            "verdict": test.verdict}
 
 
 def is_head_axis(column: str | None, values: Sequence = ()) -> bool:
