@@ -127,7 +127,7 @@ def test_cli_phase_view_lottery_draws_the_map_writes_the_table_and_counts_heads(
 
 
 def test_recovery_between_head_counts_is_tested_cell_by_cell_with_its_power(phase):
-    rec = phase.recovery.set_index(["x", "y"])
+    rec = phase.recovery.set_index([X, Y])
     assert rec.loc[(0.5, 0.0), "verdict"] == "more learn"  # 0/40 -> 40/40
     assert rec.loc[(1.0, 0.0), "verdict"] == "fewer learn"  # 40/40 -> 0/40
     thin = rec.loc[(0.0, 1.0)]  # 1 of 2 against 10 of 10: no test could call it
