@@ -641,8 +641,11 @@ def _stage2_header(args: argparse.Namespace, name: str, sweep: dict) -> str:
             f"{args.sets} sets per condition, in this order: {', '.join(CONDITIONS)} (bad: "
             f"{args.heads} bad heads; one_good: {args.heads - 1} bad + 1 good, its position "
             "cycling; random: any heads of stage 1, neither of the other two)")
-    return (f"# The paired head experiment, written by `sweeper heads {args.sweep_dir} --stage2"
-            f"`\n# from stage 1's classification. {name}: {what}.\n")
+    import textwrap
+
+    text = (f"The paired head experiment, written by `sweeper heads {args.sweep_dir} --stage2` "
+            f"from stage 1's classification. {name}: {what}.")
+    return "".join(f"# {line}\n" for line in textwrap.wrap(text, 94))
 
 
 def _write_stage2(args: argparse.Namespace, sweeps: dict[str, dict]) -> list[dict]:
