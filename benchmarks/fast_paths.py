@@ -40,17 +40,15 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax_anchor  # noqa: E402
-from throughput import Workload, _setup, copy_flops, matmul_peak  # noqa: E402
-
-BUDGET = 400  # the calibrated scale's steps
-
-
-def workload(heads: int, steps: int) -> Workload:
-    return Workload(
-        f"calibrated-H{heads}", "copy-v1", "seq2seq",
-        {"length": 16, "cooccurrence": 0.25, "hardness": 0.5}, {"width": 32, "heads": heads},
-        {"batch_size": 128, "lr": 0.003, "eval_every": 10, "eval_size": 128},
-        full_steps=BUDGET, steps=steps, quick_steps=steps, packs=(), quick_packs=())
+from throughput import (  # noqa: E402
+    CALIBRATED_BUDGET,
+    Workload,
+    _setup,
+    calibrated_workload,
+    copy_flops,
+    matmul_peak,
+    pin_to_one_core,
+)
 
 
 def timed(w: Workload, K: int, steps: int, fast: bool, seed: int) -> tuple[float, list]:
@@ -76,8 +74,9 @@ def compare(w: Workload, K: int, steps: int, repeat: int) -> dict:
         for a, b in zip(losses["fast"], losses["reference"]):
             if not all(abs(x - y) <= 1e-4 * max(1.0, abs(y)) for x, y in zip(a, b)):
                 raise SystemExit(f"losses disagree at K={K}: fast {a} reference {b}")
-    out = {p: statistics.median(v) * BUDGET / steps / K for p, v in runs.items()}  # s / trial
-    out["flops"] = copy_flops(w, BUDGET)
+    budget = CALIBRATED_BUDGET
+    out = {p: statistics.median(v) * budget / steps / K for p, v in runs.items()}  # s / trial
+    out["flops"] = copy_flops(w, budget)
     return out
 
 
@@ -109,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     ks = args.ks or ([1, 16] if args.quick else [1, 4, 16, 64])
     steps = args.steps or (20 if args.quick else 40)
-    core = jax_anchor.pin_to_one_core()
+    core = pin_to_one_core()
     _setup()
     with_jax = jax_anchor.available()
     from sweeper.layers import native
@@ -118,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     isa = native.instruction_set()[0] if native.ops() is not None else "none (reference only)"
     peak = matmul_peak()
     for fast in (True, False):  # warm-up: the first packs of a process run slower (TorchScript
-        timed(workload(1, 2), 1, 2, fast, seed=0)  # profiles its loops first), on both paths
+        # profiles its loops first), on both paths
+        timed(calibrated_workload(1, 2), 1, 2, fast, seed=0)
     print(f"# {cpu_name()}, native kernels: {isa}, torch {torch.__version__}, 1 thread; "
           f"matmul peak {peak:.1f} GFLOP/s; {steps} steps measured, median of {args.repeat}; "
           f"pinned to core {core}; JAX anchor: {_jax_version() if with_jax else 'not installed'}")
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'% peak fast':>11} {'JAX/fast':>9}")
     at16, jax_k1 = [], []
     for heads in args.heads:
-        w = workload(heads, steps)
+        w = calibrated_workload(heads, steps)
         for K in ks:
             row = compare(w, K, steps, args.repeat)
             ratio = row["reference"] / row["fast"]

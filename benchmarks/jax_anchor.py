@@ -30,13 +30,6 @@ import numpy as np
 import torch
 
 
-def pin_to_one_core() -> int:
-    """Pin this process (and the threads it starts later, XLA's included) to one core."""
-    core = min(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {core})
-    return core
-
-
 def available() -> bool:
     try:
         import jax  # noqa: F401
@@ -198,8 +191,7 @@ def _check_agreement(experiment, optimizer, alive, jax_model: Anchor) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from fast_paths import workload
-    from throughput import _setup
+    from throughput import _setup, calibrated_workload, pin_to_one_core
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 4, 16, 64])
@@ -214,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'H':>2} {'K':>3} {'fast ms/step':>12} {'JAX ms/step':>12} {'JAX/fast':>9}")
     for heads in args.heads:
         for K in args.ks:
-            row = anchor(workload(heads, args.steps).specs(K, args.steps), args.steps,
+            row = anchor(calibrated_workload(heads, args.steps).specs(K, args.steps), args.steps,
                          args.repeat)
             print(f"{heads:>2} {K:>3} {row['fast'] * 1e3:>12.3f} {row['jax'] * 1e3:>12.3f} "
                   f"{row['jax/fast']:>9.2f}", flush=True)

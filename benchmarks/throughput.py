@@ -110,6 +110,26 @@ WORKLOADS = {
 
 
 # -- FLOP counts ------------------------------------------------------------------------------
+CALIBRATED_BUDGET = 400  # the calibrated scale's steps
+
+
+def calibrated_workload(heads: int, steps: int) -> Workload:
+    """The calibrated copy scale (L = 16, d = 32, batch 128), the workload fast_paths.py and
+    jax_anchor.py both time."""
+    return Workload(
+        f"calibrated-H{heads}", "copy-v1", "seq2seq",
+        {"length": 16, "cooccurrence": 0.25, "hardness": 0.5}, {"width": 32, "heads": heads},
+        {"batch_size": 128, "lr": 0.003, "eval_every": 10, "eval_size": 128},
+        full_steps=CALIBRATED_BUDGET, steps=steps, quick_steps=steps, packs=(), quick_packs=())
+
+
+def pin_to_one_core() -> int:
+    """Pin this process (and the threads it starts later, XLA's included) to one core."""
+    core = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {core})
+    return core
+
+
 def copy_flops(w: Workload, steps: int) -> float:
     """FLOPs (2 x multiply-adds) of the matmuls of one copy model trained `steps` steps.
 

@@ -117,17 +117,14 @@ def resolution_warnings(sweep) -> list[str]:
     search's objective when that is a yes/no outcome. An Optuna search that optimises a number
     judges no cell by its seeds: no warning."""
     from sweeper.results.cells import resolution_warning
+    from sweeper.strategies import strategy_class
 
-    search = sweep.search
-    question = search.objective if search.type == "optuna" else (
-        search.outcome or sweep.family.phase_outcome)
+    rules = strategy_class(sweep.search.type)
+    question = rules.judged_outcome(sweep.search, sweep.family)
     kinds = {rule.column: rule.kind for rule in sweep.family.outcome_rules}
     if kinds.get(question) != "success":
         return []
-    seeds = len(sweep.seeds)
-    if search.type == "boundary" and search.max_seeds:
-        seeds = min(seeds, search.max_seeds)
-    warning = resolution_warning(seeds)
+    warning = resolution_warning(rules.seeds_per_cell(sweep.search, sweep.seeds))
     return [warning] if warning else []
 
 

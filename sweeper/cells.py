@@ -14,12 +14,12 @@ from sweeper.spec import TrialSpec, make_spec
 from sweeper.sweep_fields import SweepFileError
 
 if TYPE_CHECKING:
-    from sweeper.search_space import SweepFile
+    from sweeper.sweep_fields import Sweep
 
 Cell = dict[str, Any]  # axis path ("task.hardness") -> value
 
 
-def cell_specs(sweep: SweepFile, cell: Mapping[str, Any]) -> list[TrialSpec]:
+def cell_specs(sweep: Sweep, cell: Mapping[str, Any]) -> list[TrialSpec]:
     """The specs of one cell: the fixed values, the cell's axis values, one spec per seed."""
     groups: dict[str, dict[str, Any]] = {g: dict(v) for g, v in sweep.fixed.items()}
     for path, value in cell.items():

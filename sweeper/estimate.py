@@ -45,8 +45,7 @@ from typing import TYPE_CHECKING, Any
 from sweeper.spec import TrialSpec
 
 if TYPE_CHECKING:
-    from sweeper.plan import Plan
-    from sweeper.search_space import SweepFile
+    from sweeper.sweep_fields import Plan, Sweep
 
 PROBE_STEPS = 4
 PROBE_ROUNDS = 3  # a probe's timings are taken again while they contradict each other
@@ -137,7 +136,7 @@ def load_factor() -> float:
     return max(1.0, load / (os.cpu_count() or 1))
 
 
-def parallelism(executor: str, sweep: SweepFile, *, address: str | None = None,
+def parallelism(executor: str, sweep: Sweep, *, address: str | None = None,
                 num_cpus: int | None = None, workers: int | None = None,
                 load: float | None = None) -> Parallelism:
     """How `executor` ("local" or "ray", `sweeper.executors`) will schedule this sweep's packs,

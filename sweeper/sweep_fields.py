@@ -8,10 +8,14 @@ section with them (`sweeper.strategies`), so the rules of a search type live wit
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sweeper.errors import SweeperInputError, did_you_mean
 from sweeper.numbers import SHOWN_CHARS, check_float, check_int, shown
+
+if TYPE_CHECKING:
+    from sweeper.families import Family
+    from sweeper.spec import TrialSpec
 
 DOCS = "docs/sweep-files.md"
 
@@ -120,3 +124,39 @@ def run_options(pack_size: Any = None, retries: Any = None, num_cpus: Any = None
     return (checked(pack_size, "--pack-size/pack_size", 1, MAX_PACK_SIZE),
             checked(retries, "--retries/retries", 0, MAX_RETRIES),
             checked(num_cpus, "--num-cpus/num_cpus", 1, MAX_CPUS))
+
+
+class Sweep(Protocol):
+    """What the layers below the sweep file read of a parsed one (`search_space.SweepFile`):
+    named here, in the floor both sides import, so that the strategies, the cells and the
+    estimate can take a sweep without importing the module that reads the file (which asks
+    the strategies for their rules)."""
+
+    name: str
+    task: str
+    model: str
+    fixed: dict[str, dict[str, Any]]
+    axes: tuple[Axis, ...]
+    seeds: tuple[int, ...]
+    search: Search
+    resources: dict[str, float]
+    pack_size: int | None
+    device: str
+
+    @property
+    def family(self) -> Family: ...
+
+
+class Plan(Protocol):
+    """What the strategies and the estimate read of a run's plan (`sweeper.plan.Plan`; named
+    here, not imported, so that the plan may ask the strategies for their rules)."""
+
+    sweep: Sweep
+    specs: list[TrialSpec]  # every spec when the cells are known up front, else []
+    stored: set[str]  # trial ids stored before this run
+
+    @property
+    def sharing(self) -> Any: ...  # sweeper.plan.Sharing
+
+    @property
+    def budget(self) -> int: ...

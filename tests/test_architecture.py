@@ -1,10 +1,10 @@
 """The package's import graph against docs/architecture.md: no circles, and no layer importing
 one above it.
 
-The graph is read from the source (every `import` that can run, function-level ones included,
-so a lazy import that closes a loop counts; imports under `if TYPE_CHECKING:` never run and are
-left out): `from pkg import name` is an edge to `pkg.name` when that is a module, else to `pkg`;
-`importlib.import_module("...")` with a literal name counts too.
+The graph is read from the source: every `import`, function-level ones included (a lazy import
+that closes a loop counts) and those under `if TYPE_CHECKING:` too (an annotation is a real
+design dependency: a reader follows it); `from pkg import name` is an edge to `pkg.name` when
+that is a module, else to `pkg`; `importlib.import_module("...")` with a literal name counts.
 """
 
 from __future__ import annotations
@@ -54,21 +54,6 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def _runtime_nodes(tree: ast.AST):
-    """Every node except those under `if TYPE_CHECKING:` (imports for annotations never run)."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for other in node.orelse:
-                yield from _walk(other)
-            continue
-        yield from _walk(node)
-
-
-def _walk(node: ast.AST):
-    yield node
-    yield from _runtime_nodes(node)
-
-
 @functools.cache
 def import_graph() -> dict[str, set[str]]:
     mods = modules()
@@ -81,7 +66,7 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for module, path in mods.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -165,9 +150,9 @@ def test_the_graph_sees_function_level_and_import_module_imports():
     assert "sweeper.strategies.grid" not in graph["sweeper.strategies"]  # a string in a table
 
 
-def test_type_checking_imports_are_left_out():
+def test_type_checking_imports_count():
     graph = import_graph()
-    assert "sweeper.search_space" not in graph["sweeper.strategies.grid"]  # annotations only
+    assert "sweeper.results" in graph["sweeper.strategies.base"]  # `Store`, annotations only
 
 
 def test_old_manifests_are_read_with_the_facts_the_strategies_state_now():
@@ -211,3 +196,46 @@ def test_a_module_imports_only_its_layer_and_those_below(module):
     upward = sorted(t for t in graph[module] if layer_of(t) < mine)
     assert not upward, (f"{module} ({LAYERS[mine][0]}) imports a higher layer: " + ", ".join(
         f"{t} ({LAYERS[layer_of(t)][0]})" for t in upward))
+
+
+def test_no_module_outside_the_strategies_branches_on_the_search_type():
+    """The strategies own their type (`SearchRules`): nothing else compares a `.type` with a
+    search type's name (`search.type == "optuna"`) or tests it against a set of names."""
+    from sweeper.strategies import STRATEGIES
+
+    found = []
+    for module, path in modules().items():
+        if module.startswith("sweeper.strategies"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            names = {c.value for side in sides for c in ast.walk(side)
+                     if isinstance(c, ast.Constant) and c.value in STRATEGIES}
+            typed = any(isinstance(s, ast.Attribute) and s.attr == "type" for s in sides)
+            if names and typed:
+                found.append(f"{module}:{node.lineno}")
+    assert found == []
+
+
+def benchmark_graph() -> dict[str, set[str]]:
+    """benchmarks/*.py import each other by file name (each puts its folder on sys.path)."""
+    files = {p.stem: p for p in (ROOT / "benchmarks").glob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                targets = [node.module or ""]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in files and t != name}
+    return graph
+
+
+def test_the_benchmarks_import_each_other_without_a_circle():
+    graph = benchmark_graph()
+    assert "throughput" in graph["fast_paths"] and "throughput" in graph["jax_anchor"]
+    assert circles(graph) == []

@@ -491,7 +491,7 @@ class SweepView:
         if not keys or objective not in trials.columns:
             return {"cells": [], "parameters": [], "lines": [], "objective": objective}
         cells = objective_cells(trials, keys, objective)
-        searched = info.drawn or info.type not in ("", "grid")
+        searched = info.drawn  # a sample of cells (random, Optuna, boundary), not a grid
         # a grid's parameters are drawn at the grid's values (categorical axes)
         kinds = {a["column"]: a["kind"] if searched else "category" for a in axes}
         parameters = [{"column": a["column"], "label": a["label"], "kind": kinds[a["column"]],

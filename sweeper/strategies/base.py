@@ -45,30 +45,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from sweeper.packing import form_packs
 from sweeper.spec import TrialResult, TrialSpec
-from sweeper.sweep_fields import Axis, Search, fail, int_at
+from sweeper.sweep_fields import Axis, Plan, Search, Sweep, fail, int_at
 
 if TYPE_CHECKING:
     from sweeper.cells import Cell
     from sweeper.families import Family
     from sweeper.results import Store
-    from sweeper.search_space import SweepFile
 
 Pack = list[TrialSpec]
-
-
-class Plan(Protocol):
-    """What a strategy reads of the run's plan (`sweeper.plan.Plan`; named here, not imported,
-    so that the plan may ask the strategies for their rules)."""
-
-    sweep: SweepFile
-    specs: list[TrialSpec]  # every spec when the cells are known up front, else []
-    stored: set[str]  # trial ids stored before this run
-
-    @property
-    def sharing(self) -> Any: ...  # sweeper.plan.Sharing
-
-    @property
-    def budget(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -83,7 +67,7 @@ class Context:
     pack_bytes: int | None = None  # memory one pack may use (None: not limited here)
 
     @property
-    def sweep(self) -> SweepFile:
+    def sweep(self) -> Sweep:
         return self.plan.sweep
 
     @property
@@ -150,17 +134,17 @@ class SearchRules:
         return cells, " x ".join(f"{len(a.values)} ({a.path})" for a in axes) or "1 cell"
 
     @classmethod
-    def cells(cls, sweep: SweepFile) -> list[Cell] | None:
+    def cells(cls, sweep: Sweep) -> list[Cell] | None:
         """Its cells in a fixed order; None when it proposes them while it runs."""
         return None
 
     @classmethod
-    def budget(cls, sweep: SweepFile, specs: list[TrialSpec]) -> int:
+    def budget(cls, sweep: Sweep, specs: list[TrialSpec]) -> int:
         """The most trials it stores (the manifest's trials_expanded): here every spec."""
         return len(specs)
 
     @classmethod
-    def fixed_packs(cls, sweep: SweepFile, specs: list[TrialSpec], pack_size: int | None,
+    def fixed_packs(cls, sweep: Sweep, specs: list[TrialSpec], pack_size: int | None,
                     need: int) -> tuple[str, int, int] | None:
         """(the setting, its value, the largest pack's bytes) when the sweep fixes its packs'
         size (here a pack size), None for automatic packs; `need`: one trial's bytes."""
@@ -174,6 +158,17 @@ class SearchRules:
         """An adaptive search's estimate (`sweeper.estimate`): packs that stand for what its
         budget still allows, as it packs them; here none (a planned search's packs are known)."""
         return []
+
+    @classmethod
+    def judged_outcome(cls, search: Search, family: Family) -> str | None:
+        """The outcome its cells are judged by (a yes/no or a number): the search's `outcome`,
+        else the family's phase outcome."""
+        return search.outcome or family.phase_outcome
+
+    @classmethod
+    def seeds_per_cell(cls, search: Search, seeds: tuple[int, ...]) -> int:
+        """The most seeds any of its cells gets: here every seed of the sweep."""
+        return len(seeds)
 
     @classmethod
     def describe(cls, plan: Plan) -> tuple[dict[str, Any], str] | None:

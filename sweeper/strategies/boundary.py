@@ -52,7 +52,7 @@ from sweeper.sweep_fields import (
 
 if TYPE_CHECKING:
     from sweeper.families import Family
-    from sweeper.search_space import SweepFile
+    from sweeper.sweep_fields import Sweep
 
 INITIAL_STRIDE = 3
 
@@ -146,7 +146,7 @@ class BoundarySearch:
         return proposals
 
 
-def settings_of(sweep: SweepFile) -> Settings:
+def settings_of(sweep: Sweep) -> Settings:
     search = sweep.search
     cap = search.max_seeds or len(sweep.seeds)
     return Settings(search.target, search.margin, search.trials,
@@ -161,6 +161,11 @@ class BoundaryStrategy(SearchRules):
     samples_level_set = True
     section_keys = ("type", "trials", "outcome", "target", "margin", "seeds_per_proposal",
                     "max_seeds", "model")
+
+    @classmethod
+    def seeds_per_cell(cls, search: Search, seeds: tuple[int, ...]) -> int:
+        """Its refinement cap (`max_seeds`), at most the sweep's seeds."""
+        return min(len(seeds), search.max_seeds) if search.max_seeds else len(seeds)
 
     @classmethod
     def read_search(cls, raw: dict, axes: tuple[Axis, ...], family: Family,
@@ -198,15 +203,15 @@ class BoundaryStrategy(SearchRules):
                       margin=margin, seeds_per_proposal=per, max_seeds=cap, model=model)
 
     @classmethod
-    def cells(cls, sweep: SweepFile) -> list[dict[str, Any]]:
+    def cells(cls, sweep: Sweep) -> list[dict[str, Any]]:
         return grid_cells(sweep)
 
     @classmethod
-    def budget(cls, sweep: SweepFile, specs: list[TrialSpec]) -> int:
+    def budget(cls, sweep: Sweep, specs: list[TrialSpec]) -> int:
         return min(sweep.search.trials, len(specs))
 
     @classmethod
-    def fixed_packs(cls, sweep: SweepFile, specs: list[TrialSpec], pack_size: int | None,
+    def fixed_packs(cls, sweep: Sweep, specs: list[TrialSpec], pack_size: int | None,
                     need: int) -> tuple[str, int, int]:
         """A pack is a proposal's seeds."""
         n = settings_of(sweep).seeds_per_proposal
@@ -254,7 +259,7 @@ class BoundaryStrategy(SearchRules):
                 f"{stored} stored")
         return data, text
 
-    def __init__(self, sweep: SweepFile, cells: list[dict[str, Any]],
+    def __init__(self, sweep: Sweep, cells: list[dict[str, Any]],
                  units: list[list[TrialSpec]], known: dict[str, tuple[str, Any]]):
         self.sweep = sweep
         self.candidates = cells  # the grid's cells, in grid order
@@ -396,7 +401,7 @@ def _cells(count: int) -> str:
     return f"{count} cell{'s' * (count != 1)}"
 
 
-def stored_results(store, sweep: SweepFile, outcome: str) -> dict[str, tuple[str, Any]]:
+def stored_results(store, sweep: Sweep, outcome: str) -> dict[str, tuple[str, Any]]:
     """trial id -> (status, outcome) of every stored trial of the sweep."""
     data = store.dataset(sweep.name, "trials")
     if data is None:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 from sweeper.strategies.base import PlannedPacks
 
 if TYPE_CHECKING:
-    from sweeper.search_space import SweepFile
+    from sweeper.sweep_fields import Sweep
 
 
-def grid_cells(sweep: SweepFile) -> list[dict[str, Any]]:
+def grid_cells(sweep: Sweep) -> list[dict[str, Any]]:
     """The product of the axes' values, in file order (the first axis varies slowest)."""
     paths = [axis.path for axis in sweep.axes]
     return [dict(zip(paths, combo)) for combo in itertools.product(*(a.values for a in sweep.axes))]
@@ -21,5 +21,5 @@ class GridStrategy(PlannedPacks):
     """Every pending spec of the grid (`plan.expand`), packed up front."""
 
     @classmethod
-    def cells(cls, sweep: SweepFile) -> list[dict[str, Any]]:
+    def cells(cls, sweep: Sweep) -> list[dict[str, Any]]:
         return grid_cells(sweep)

@@ -62,7 +62,7 @@ from sweeper.sweep_fields import Axis, Search, SweepFileError, fail, int_at, sug
 if TYPE_CHECKING:
     from sweeper.families import Family
     from sweeper.results import Store
-    from sweeper.search_space import SweepFile
+    from sweeper.sweep_fields import Sweep
 
 FINISHED = (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
 
@@ -133,7 +133,7 @@ class _Stored:
     steps: int
 
 
-def _stored_trials(store: Store, sweep: SweepFile) -> tuple[dict[str, _Stored], Any]:
+def _stored_trials(store: Store, sweep: Sweep) -> tuple[dict[str, _Stored], Any]:
     """Every stored trial of the sweep, and the frame they came from (None when empty)."""
     data = store.dataset(sweep.name, "trials")
     if data is None:
@@ -184,15 +184,20 @@ class OptunaStrategy(SearchRules):
         return Search("optuna", trials, objective, direction, seed)
 
     @classmethod
+    def judged_outcome(cls, search: Search, family: Family) -> str | None:
+        """Its objective: a number or a yes/no the study maximises or minimises."""
+        return search.objective
+
+    @classmethod
     def cells_to_plan(cls, axes: tuple[Axis, ...], search: Search) -> tuple[int, str]:
         return drawn_cells(search)
 
     @classmethod
-    def budget(cls, sweep: SweepFile, specs: list) -> int:
+    def budget(cls, sweep: Sweep, specs: list) -> int:
         return sweep.search.trials * len(sweep.seeds)
 
     @classmethod
-    def fixed_packs(cls, sweep: SweepFile, specs: list, pack_size: int | None,
+    def fixed_packs(cls, sweep: Sweep, specs: list, pack_size: int | None,
                     need: int) -> tuple[str, int, int]:
         """A pack is a proposed cell's seeds."""
         return "seeds", len(sweep.seeds), len(sweep.seeds) * need
@@ -223,7 +228,7 @@ class OptunaStrategy(SearchRules):
                 f"{len(plan.stored)} stored")
         return data, text
 
-    def __init__(self, sweep: SweepFile, study: optuna.Study, storage: Any,
+    def __init__(self, sweep: Sweep, study: optuna.Study, storage: Any,
                  stored: dict[str, _Stored], study_file: str | None = None):
         self.sweep, self.study, self._storage = sweep, study, storage
         self.study_file = study_file  # on a local disk: writes to it fail in one line

@@ -13,10 +13,10 @@ from sweeper.sweep_fields import Axis, Search, int_at
 
 if TYPE_CHECKING:
     from sweeper.families import Family
-    from sweeper.search_space import SweepFile
+    from sweeper.sweep_fields import Sweep
 
 
-def random_cells(sweep: SweepFile) -> list[dict[str, Any]]:
+def random_cells(sweep: Sweep) -> list[dict[str, Any]]:
     rng = np.random.default_rng(sweep.search.seed)
     return [{axis.path: draw(axis, rng) for axis in sweep.axes}
             for _ in range(sweep.search.trials)]
@@ -54,5 +54,5 @@ class RandomStrategy(PlannedPacks):
         return drawn_cells(search)
 
     @classmethod
-    def cells(cls, sweep: SweepFile) -> list[dict[str, Any]]:
+    def cells(cls, sweep: Sweep) -> list[dict[str, Any]]:
         return random_cells(sweep)
