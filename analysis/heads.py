@@ -77,7 +77,8 @@ def _counted(trials: pd.DataFrame) -> pd.DataFrame:
 
 def one_head_runs(trials: pd.DataFrame, role: str) -> pd.DataFrame:
     """One row per counted one-head trial: base_seed, head_seed, seed, learned, step (its
-    `attention_steps`: the first step attention reached the threshold, NaN where never)."""
+    `attention_steps`: the first step attention reached the threshold, NaN where never), and
+    budget (its `train.steps`)."""
     trials = _counted(trials)
     if trials.empty:
         raise AnalysisInputError(f"{role} has no finished trials")
@@ -88,10 +89,13 @@ def one_head_runs(trials: pd.DataFrame, role: str) -> pd.DataFrame:
     steps = (trials["attention_steps"].astype(float).to_numpy()
              if "attention_steps" in trials.columns else np.full(len(trials), np.nan))
     head_seeds = [s[0] for s in head_seed_lists(trials)]
+    budget = (trials[STEPS].astype(int).to_numpy() if STEPS in trials.columns
+              else np.full(len(trials), -1))
     return pd.DataFrame({"base_seed": base_seeds(trials, role).to_numpy(),
                          "head_seed": head_seeds,
                          "seed": trials["seed"].astype(int).to_numpy(),
-                         "learned": trials[OUTCOME].astype(bool).to_numpy(), "step": steps})
+                         "learned": trials[OUTCOME].astype(bool).to_numpy(), "step": steps,
+                         "budget": budget})
 
 
 @dataclass(frozen=True)
@@ -288,12 +292,12 @@ def _fresh_seeds(data_seeds: Sequence[int], classes: HeadClasses) -> list[int]:
 
 # ---------------------------------------------------------------- the paired table
 
-ARM_COLUMNS = ("budget.steps", "model.head_merge")
+STEPS = "train.steps"
 
 
 def arm_of(trials: pd.DataFrame) -> pd.Series:
     """Each stage-2 trial's arm: its budget and how its heads merge ("400 steps, mean")."""
-    steps = (trials["budget.steps"].astype(int).astype(str) if "budget.steps" in trials.columns
+    steps = (trials[STEPS].astype(int).astype(str) if STEPS in trials.columns
              else pd.Series("?", index=trials.index))
     merge = (trials["model.head_merge"].fillna("mean").astype(str)
              if "model.head_merge" in trials.columns else pd.Series("mean", index=trials.index))
@@ -313,39 +317,66 @@ def paired_trials(trials: pd.DataFrame, trajectories: pd.DataFrame, alone: pd.Da
         raise AnalysisInputError("stage 2 has no finished trials")
     level = thresholds.attention_learned
     runs = one_head_runs(alone, "the alone sweep")
-    alone_by = {(b, h, d): (bool(ok), step) for b, h, d, ok, step in zip(
-        runs["base_seed"], runs["head_seed"], runs["seed"], runs["learned"], runs["step"])}
+    key = ["base_seed", "head_seed", "seed", "budget"]
+    twice = runs[runs.duplicated(key, keep=False)]
+    if len(twice):
+        b, h, d, n = twice.iloc[0][key]
+        raise AnalysisInputError(f"--alone: head {h} on base {b}, data seed {d}, {n} steps is "
+                                 "stored twice; allowed: one alone run per head, base, data "
+                                 "seed and budget")
+    alone_by = {tuple(int(v) for v in k): (bool(ok), step) for k, ok, step in zip(
+        runs[key].itertuples(index=False), runs["learned"], runs["step"])}
+    budgets = set(runs["budget"].astype(int))
     reached = _heads_first_step(trajectories, trials["trial_id"], level)
     lists, bases = head_seed_lists(trials), base_seeds(trials, "stage 2")
     steps = (trials["attention_steps"] if "attention_steps" in trials.columns
              else pd.Series(np.nan, index=trials.index))
+    budget = (trials[STEPS].astype(int) if STEPS in trials.columns
+              else pd.Series(-1, index=trials.index))
     rows = []
-    for (trial_id, arm, base, seed, learned, step), heads in zip(zip(
+    for (trial_id, arm, base, seed, learned, step, spent), heads in zip(zip(
             trials["trial_id"], arm_of(trials), bases, trials["seed"].astype(int),
-            trials[OUTCOME].astype(bool), steps), lists):
+            trials[OUTCOME].astype(bool), steps, budget), lists):
         kinds = [classes.class_of(base, h) for h in heads]
-        missing = [h for h in heads if (base, h, seed) not in alone_by]
-        if missing:
-            raise AnalysisInputError(f"--alone: head {missing[0]} on base {base}, data seed "
-                                     f"{seed} is not stored there; allowed: an alone sweep "
-                                     "that trains every stage-2 head on its base and data seed "
-                                     "(`sweeper heads STAGE1 --stage2` writes it)")
-        first = reached.get(trial_id, [np.nan] * len(heads))
+        if trial_id not in reached:
+            raise AnalysisInputError(f"stage 2's trial {trial_id} has no trajectory with "
+                                     "attn_acc_head; allowed: trials that logged each head's "
+                                     "attention accuracy (a copy sweep's own trainings)")
+        alone_runs = _alone_runs(alone_by, budgets, base, heads, seed, int(spent))
         rows.append({"trial_id": trial_id, "arm": arm, "base_seed": base, "seed": seed,
                      "head_seeds": heads, "condition": condition_of(kinds), "learned": learned,
                      "steps": step, "kinds": kinds,
-                     "alone": [alone_by[(base, h, seed)][0] for h in heads],
-                     "alone_step": [alone_by[(base, h, seed)][1] for h in heads],
-                     "aligned": [bool(np.isfinite(f)) for f in first], "aligned_step": first})
+                     "alone": [a[0] for a in alone_runs] if alone_runs else None,
+                     "alone_step": [a[1] for a in alone_runs] if alone_runs else None,
+                     "aligned": [bool(np.isfinite(f)) for f in reached[trial_id]],
+                     "aligned_step": reached[trial_id]})
     out = pd.DataFrame(rows)
-    out["any_alone"] = out["alone"].map(any)
+    out["any_alone"] = out["alone"].map(lambda a: any(a) if a is not None else None)
     return out
+
+
+def _alone_runs(alone_by: Mapping, budgets: set[int], base: int, heads: Sequence[int],
+                seed: int, budget: int) -> list[tuple[bool, float]] | None:
+    """The trial's heads alone on its base and data seed at its own budget; None where the
+    alone sweep trained no run at that budget (an arm of another budget: its heads alone are
+    unknown, not the 400-step ones); one line where a head's run is missing."""
+    if budget not in budgets:
+        return None
+    missing = [h for h in heads if (base, h, seed, budget) not in alone_by]
+    if missing:
+        raise AnalysisInputError(f"--alone: head {missing[0]} on base {base}, data seed "
+                                 f"{seed} is not stored there; allowed: an alone sweep that "
+                                 "trains every stage-2 head on its base and data seed "
+                                 "(`sweeper heads STAGE1 --stage2` writes it)")
+    return [alone_by[(base, h, seed, budget)] for h in heads]
 
 
 def _heads_first_step(trajectories: pd.DataFrame, trial_ids: pd.Series,
                       level: float) -> dict[str, list[float]]:
     """Per trial, each head's first step with attention accuracy >= level (NaN: never)."""
     rows = trajectories[trajectories["trial_id"].isin(set(trial_ids))]
+    logged = [v is not None and len(v) > 0 for v in rows["attn_acc_head"]]
+    rows = rows[np.array(logged, dtype=bool)] if len(rows) else rows
     out: dict[str, list[float]] = {}
     for trial_id, part in rows.groupby("trial_id", sort=False):
         part = part.sort_values("step")
@@ -361,7 +392,8 @@ TABLE_COLUMNS = (
     "arm", "condition", "n", "learned", "rate", "low", "high", "any_alone", "any_alone_rate",
     "independent", "independent_low", "independent_high", "both", "model_only", "heads_only",
     "neither", "learned_if_none_alone", "if_none_low", "if_none_high", "p_value", "power",
-    "needed", "verdict", "failed_alone", "aligned_of_failed", "aligned_of_failed_rate",
+    "needed", "verdict", "sets", "sets_model_more", "sets_heads_more", "sets_p_value",
+    "sets_verdict", "failed_alone", "aligned_of_failed", "aligned_of_failed_rate",
     "learned_alone", "aligned_of_learned", "aligned_of_learned_rate", "mean_aligned")
 
 
@@ -370,44 +402,62 @@ def paired_table(per_trial: pd.DataFrame, alone_rates: pd.DataFrame, *,
     """Per arm and condition (TABLE_COLUMNS): the model's rate and exact interval; any_alone:
     trials where some head learned alone (the lottery of tickets fixed by init and data);
     independent: 1 - prod(1 - p_class) from each class's rate alone on the same bases and
-    data seeds (`class_rates`), with the bounds of those rates' intervals; the paired counts
-    (both, model_only, heads_only, neither) and the exact McNemar verdict with its power;
-    learned_if_none_alone: P(model learns | no head learned alone); heads that failed alone
-    and how many aligned in company, and the converse."""
-    from sweeper.results.stats import EFFECT, compare_paired
+    data seeds (`class_rates`), its bounds those rates' interval bounds through the same map
+    (a range, not a confidence interval); the paired counts (both, model_only, heads_only,
+    neither) and the exact McNemar test over trials with its power; the same question with
+    each head set as one unit (`sets_*`: a sign test over the sets whose trials lean one way,
+    for trials of one set share their heads); learned_if_none_alone: P(model learns | no head
+    learned alone); heads that failed alone and how many aligned in company, and the converse.
+    An arm whose budget the alone sweep did not train has only the model's columns."""
+    from sweeper.results.stats import EFFECT
 
     effect = EFFECT if effect is None else effect
     rows = []
     for (arm, condition), part in per_trial.groupby(["arm", "condition"], sort=True):
         n, k = len(part), int(part["learned"].sum())
-        any_alone = int(part["any_alone"].sum())
-        both = int((part["learned"] & part["any_alone"]).sum())
-        model_only = int((part["learned"] & ~part["any_alone"]).sum())
-        heads_only = int((~part["learned"] & part["any_alone"]).sum())
-        neither = n - both - model_only - heads_only
-        test = compare_paired(both, model_only, heads_only, neither, effect=effect,
-                              higher="beyond lottery", lower="below lottery",
-                              same="as lottery", unit="trials")
-        failed = [a for al, ag in zip(part["alone"], part["aligned"])
-                  for a, ok in zip(ag, al) if not ok]
-        won = [a for al, ag in zip(part["alone"], part["aligned"])
-               for a, ok in zip(ag, al) if ok]
-        ind = _independent(part, alone_rates)
-        rows.append({"arm": arm, "condition": condition, "n": n, "learned": k, "rate": k / n,
-                     **_interval(k, n), "any_alone": any_alone, "any_alone_rate": any_alone / n,
-                     **ind, "both": both, "model_only": model_only, "heads_only": heads_only,
-                     "neither": neither,
-                     "learned_if_none_alone": (model_only / (model_only + neither)
-                                               if model_only + neither else np.nan),
-                     **_interval(model_only, model_only + neither, "if_none_"),
-                     "p_value": test.p_value, "power": test.power, "needed": test.needed,
-                     "verdict": test.verdict, "failed_alone": len(failed),
-                     "aligned_of_failed": int(sum(failed)),
-                     "aligned_of_failed_rate": sum(failed) / len(failed) if failed else np.nan,
-                     "learned_alone": len(won), "aligned_of_learned": int(sum(won)),
-                     "aligned_of_learned_rate": sum(won) / len(won) if won else np.nan,
-                     "mean_aligned": float(part["aligned"].map(sum).mean())})
+        row = {"arm": arm, "condition": condition, "n": n, "learned": k, "rate": k / n,
+               **_interval(k, n), "mean_aligned": float(part["aligned"].map(sum).mean())}
+        if part["alone"].notna().all():
+            row.update(_paired_columns(part, alone_rates, effect))
+        rows.append(row)
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def _paired_columns(part: pd.DataFrame, alone_rates: pd.DataFrame,
+                    effect: float) -> dict[str, Any]:
+    from sweeper.results.stats import compare_paired
+
+    n = len(part)
+    learned, any_alone = part["learned"].astype(bool), part["any_alone"].astype(bool)
+    both = int((learned & any_alone).sum())
+    model_only = int((learned & ~any_alone).sum())
+    heads_only = int((~learned & any_alone).sum())
+    neither = n - both - model_only - heads_only
+    test = compare_paired(both, model_only, heads_only, neither, effect=effect,
+                          higher="beyond lottery", lower="below lottery", same="as lottery",
+                          unit="trials")
+    lean = (learned.astype(int) - any_alone.astype(int)).groupby(
+        [part["base_seed"], part["head_seeds"].map(tuple)]).sum()
+    sets = compare_paired(int((lean == 0).sum()), int((lean > 0).sum()),
+                          int((lean < 0).sum()), 0, effect=effect, higher="beyond lottery",
+                          lower="below lottery", same="as lottery", unit="head sets")
+    failed = [a for al, ag in zip(part["alone"], part["aligned"])
+              for a, ok in zip(ag, al) if not ok]
+    won = [a for al, ag in zip(part["alone"], part["aligned"]) for a, ok in zip(ag, al) if ok]
+    return {"any_alone": int(any_alone.sum()), "any_alone_rate": any_alone.mean(),
+            **_independent(part, alone_rates), "both": both, "model_only": model_only,
+            "heads_only": heads_only, "neither": neither,
+            "learned_if_none_alone": (model_only / (model_only + neither)
+                                      if model_only + neither else np.nan),
+            **_interval(model_only, model_only + neither, "if_none_"),
+            "p_value": test.p_value, "power": test.power, "needed": test.needed,
+            "verdict": test.verdict, "sets": len(lean), "sets_model_more": int((lean > 0).sum()),
+            "sets_heads_more": int((lean < 0).sum()), "sets_p_value": sets.p_value,
+            "sets_verdict": sets.verdict, "failed_alone": len(failed),
+            "aligned_of_failed": int(sum(failed)),
+            "aligned_of_failed_rate": sum(failed) / len(failed) if failed else np.nan,
+            "learned_alone": len(won), "aligned_of_learned": int(sum(won)),
+            "aligned_of_learned_rate": sum(won) / len(won) if won else np.nan}
 
 
 def _interval(k: int, n: int, prefix: str = "") -> dict[str, float]:
@@ -419,7 +469,7 @@ def class_rates(alone: pd.DataFrame, classes: HeadClasses, seeds: Sequence[int])
     """Each class's rate alone per base on stage 2's data seeds (the alone sweep's runs of every
     head of the class, not only the heads a set drew), with its exact interval."""
     runs = one_head_runs(alone, "the alone sweep")
-    runs = runs[runs["seed"].isin(set(seeds))]
+    runs = runs[runs["seed"].isin(set(seeds))].copy()
     runs["class"] = [classes.class_of(b, h) for b, h in zip(runs["base_seed"],
                                                              runs["head_seed"])]
     rows = []
@@ -449,8 +499,10 @@ COMPARISON_COLUMNS = ("what", "first", "second", "n", "estimate", "p_value", "po
 
 def comparisons(per_trial: pd.DataFrame, *, effect: float | None = None) -> pd.DataFrame:
     """Conditions against each other within an arm (one good among bad, random, against all
-    bad: Fisher's exact), arms against the first arm on the same trials (the same base, head
-    set and data seed: exact McNemar), and the good head's speed in company against alone on
+    bad: Fisher's exact, trials taken as independent although a head set runs on several data
+    seeds), arms against the main arm (`_main_arm`: the shortest budget with averaged heads) on
+    the same trials (the same base, head set and data seed: exact McNemar), and, where the
+    alone sweep trained the arm's budget, the good head's speed in company against alone on
     the same seed (a sign test: exact McNemar on later / earlier)."""
     from sweeper.results.stats import EFFECT, compare_paired, compare_rates
 
@@ -465,7 +517,7 @@ def comparisons(per_trial: pd.DataFrame, *, effect: float | None = None) -> pd.D
                                      higher="higher", lower="lower", same="no difference",
                                      unit="trials a condition")
                 rows.append(_comparison_row(f"{arm}: model learned", other, "bad", test))
-        if "one_good" in by:
+        if "one_good" in by and by["one_good"]["alone"].notna().all():
             rows.append(_comparison_row(f"{arm}: good head aligned earlier alone",
                                         "alone", "in company", _good_speed(by["one_good"])))
     arms = sorted(per_trial["arm"].unique())
@@ -525,13 +577,17 @@ def _comparison_row(what: str, first: str, second: str, test) -> dict[str, Any]:
 
 def good_head_steps(per_trial: pd.DataFrame) -> pd.DataFrame:
     """Per arm, the good head of `one_good` trials: aligned alone and in company (of n), and
-    the median first-aligned step of each."""
+    the median first-aligned step of each (alone: NaN where the alone sweep did not train
+    the arm's budget)."""
     rows = []
     for arm, part in per_trial[per_trial["condition"] == "one_good"].groupby("arm"):
         i = [k.index("good") for k in part["kinds"]]
-        alone = np.array([s[j] for s, j in zip(part["alone_step"], i)], float)
+        alone = np.array([s[j] if s is not None else np.nan
+                          for s, j in zip(part["alone_step"], i)], float)
         company = np.array([s[j] for s, j in zip(part["aligned_step"], i)], float)
-        rows.append({"arm": arm, "n": len(part), "aligned_alone": int(np.isfinite(alone).sum()),
+        known = part["alone"].notna().all()
+        rows.append({"arm": arm, "n": len(part),
+                     "aligned_alone": int(np.isfinite(alone).sum()) if known else None,
                      "aligned_in_company": int(np.isfinite(company).sum()),
                      "median_step_alone": float(np.nanmedian(alone)) if np.isfinite(alone).any()
                      else np.nan,

@@ -298,6 +298,7 @@ def _recovery(cells: pd.DataFrame, base: object, min_seeds: int) -> pd.DataFrame
                                           other["successes_base"], other["n_base"])]
     for column in ("p_value", "power", "needed", "verdict"):
         other[column] = [t[column] for t in tests]
+    other.loc[~enough, "verdict"] = f"insufficient: fewer than {min_seeds} seeds"
     return other
 
 
@@ -341,6 +342,7 @@ def _lottery(cells: pd.DataFrame, values: list, min_seeds: int) -> pd.DataFrame:
         other["p"], other["n"], other["p_base"], other["n_base"], heads)]
     for column in ("p_value", "power", "needed", "verdict"):
         other[column] = [t[column] for t in tests]
+    other.loc[~enough, "verdict"] = f"insufficient: fewer than {min_seeds} seeds"
     significant = enough & (other["p_value"] <= ALPHA)
     other["beyond_lottery"] = significant & (other["excess"] > 0)
     other["below_lottery"] = significant & (other["excess"] < 0)

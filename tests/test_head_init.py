@@ -38,7 +38,7 @@ def one_head_trials(learned: dict[int, list[bool]], base_seed: int = 1, first_se
     first_seed, first_seed + 1, ... (at `step` where it did)."""
     rows = [{"trial_id": f"b{base_seed}h{h}s{first_seed + s}", "status": "ok", "model.heads": 1,
              "model.head_seeds": json.dumps([h]), "model.base_seed": base_seed,
-             "seed": first_seed + s, "attention_learned": ok,
+             "seed": first_seed + s, "attention_learned": ok, "train.steps": 400,
              "attention_steps": step if ok else np.nan}
             for h, runs in learned.items() for s, ok in enumerate(runs)]
     return pd.DataFrame(rows)
@@ -150,7 +150,7 @@ def paired_frames(rows, heads_alone):
     for i, (seeds, seed, learned, accs) in enumerate(rows):
         trials.append({"trial_id": f"t{i}", "status": "ok", "model.heads": len(seeds),
                        "model.head_seeds": json.dumps(seeds), "model.base_seed": 1,
-                       "seed": seed, "attention_learned": learned, "budget.steps": 400,
+                       "seed": seed, "attention_learned": learned, "train.steps": 400,
                        "attention_steps": 200.0 if learned else np.nan})
         traj += [{"trial_id": f"t{i}", "step": 0, "attn_acc_head": [0.0] * len(seeds)},
                  {"trial_id": f"t{i}", "step": 300, "attn_acc_head": accs}]
@@ -204,7 +204,7 @@ def test_arms_are_paired_on_the_same_sets_and_the_good_heads_speed_by_a_sign_tes
     trials, traj, alone_trials = paired_frames(short, alone)
     longer, long_traj, _ = paired_frames([(h, s, True, [0.95, 0.1]) for h, s, *_ in short],
                                          alone)
-    longer = longer.assign(**{"budget.steps": 1200, "trial_id": "L" + longer["trial_id"]})
+    longer = longer.assign(**{"train.steps": 1200, "trial_id": "L" + longer["trial_id"]})
     long_traj = long_traj.assign(trial_id="L" + long_traj["trial_id"])
     per_trial = paired_trials(pd.concat([trials, longer]), pd.concat([traj, long_traj]),
                               alone_trials, classes)
@@ -215,6 +215,22 @@ def test_arms_are_paired_on_the_same_sets_and_the_good_heads_speed_by_a_sign_tes
     assert speed["verdict"] == "slower in company"  # alone at 100 always; in company 10 or never
     good = good_head_steps(per_trial).set_index("arm").loc["400 steps, mean"]
     assert (good["aligned_alone"], good["aligned_in_company"]) == (20, 10)
+    # the alone sweep trained 400 steps: a 1200-step trial is not paired with those runs
+    table = paired_table(per_trial, class_rates(alone_trials, classes, list(seeds)))
+    longer_row = table.set_index("arm").loc["1200 steps, mean"]
+    assert longer_row["learned"] == 20 and pd.isna(longer_row["verdict"])
+    assert pd.isna(longer_row["model_only"]) and not (tests.index.get_level_values(0).str
+                                                      .startswith("1200").any())
+
+
+def test_alone_runs_stored_twice_and_a_trial_without_its_trajectory_are_refused():
+    classes = head_classes(one_head_trials(LEARNED))
+    trials, traj, alone = paired_frames([([3, 4], 100, True, [0.95, 0.2])],
+                                        {(3, 100): False, (4, 100): False})
+    with pytest.raises(AnalysisInputError, match="stored twice"):
+        paired_trials(trials, traj, pd.concat([alone, alone.assign(trial_id="x")]), classes)
+    with pytest.raises(AnalysisInputError, match="no trajectory with attn_acc_head"):
+        paired_trials(trials, traj.iloc[:0], alone, classes)
 
 
 def test_cli_heads_classifies_writes_stage2_and_reads_the_paired_table_on_real_stores(

@@ -54,7 +54,7 @@ def test_far_above_is_beyond_far_below_is_below_and_few_seeds_are_neither(phase)
     assert row(phase.lottery, 4, 1.0, 0.0)["below_lottery"]
     thin = row(phase.lottery, 4, 0.0, 1.0)
     assert not thin["beyond_lottery"] and not thin["below_lottery"]
-    assert thin["verdict"].startswith("cannot tell")
+    assert thin["verdict"] == "insufficient: fewer than 3 seeds"  # 2 one-head seeds
     assert row(phase.lottery, 4, 0.5, 0.0)["verdict"] == "beyond lottery"
     assert len(phase.lottery) == 6  # every (x, y) of the grid at H = 4; H = 1 is the base
     assert phase.lottery["p_lottery"].isna().sum() == 2  # grid points with no trials
@@ -131,4 +131,6 @@ def test_recovery_between_head_counts_is_tested_cell_by_cell_with_its_power(phas
     assert rec.loc[(0.5, 0.0), "verdict"] == "more learn"  # 0/40 -> 40/40
     assert rec.loc[(1.0, 0.0), "verdict"] == "fewer learn"  # 40/40 -> 0/40
     thin = rec.loc[(0.0, 1.0)]  # 1 of 2 against 10 of 10: no test could call it
-    assert thin["verdict"].startswith("cannot tell: needs >= ") and thin["power"] < 0.8
+    assert thin["verdict"] == "insufficient: fewer than 3 seeds" and thin["power"] < 0.8
+    half = rec.loc[(0.0, 0.0)]  # 5 of 10 against 10 of 10: p = 0.03, but power 0.2 is short
+    assert half["verdict"] == "more learn" and half["power"] < 0.8

@@ -103,6 +103,10 @@ def test_paired_verdicts_come_from_the_discordant_pairs():
     small = S.compare_paired(2, 1, 0, 1, unit="trials")
     assert small.verdict.startswith("cannot tell: needs >= ") and small.verdict.endswith("trials")
     assert S.compare_paired(150, 0, 0, 50, same="as lottery").verdict == "as lottery"
+    # 5 discordant pairs all one way, 40 pairs: powered against a difference the other way
+    # only; against the observed heads-only rate plus 0.2 it is not: no "as lottery"
+    lean = S.compare_paired(20, 0, 5, 15, same="as lottery")
+    assert not lean.significant and lean.power < S.POWER and lean.verdict != "as lottery"
 
 
 def test_detectable_effect_shrinks_with_seeds():

@@ -159,15 +159,17 @@ def compare_paired(both: int, first_only: int, second_only: int, neither: int, *
                    higher: str = "first higher", lower: str = "first lower",
                    same: str = "no difference", unit: str = "pairs") -> Comparison:
     """Paired binary outcomes (first, second) counted by kind; the power is against a
-    difference of `effect` between the two rates, with the rarer observed discordant kind's
-    rate kept as it is (d0, d0 + effect)."""
+    difference of `effect` between the two rates in either direction, each discordant kind
+    kept at its observed rate and the other raised by `effect` (the smaller of the two powers:
+    a design that could see an effect one way only is not called powered)."""
     n = both + first_only + second_only + neither
     estimate = (first_only - second_only) / n if n else float("nan")
-    d0 = min(first_only, second_only) / n if n else 0.0
-    d0 = min(d0, max(0.0, (1 - effect) / 2))
+    b, c = (first_only / n, second_only / n) if n else (0.0, 0.0)
+    sides = [(c + effect, c), (b, b + effect)]  # first higher by effect; second higher
+    sides = [(x, y) for x, y in sides if x + y <= 1.0] or [(effect, 0.0)]
 
     def power_at(size: int) -> float:
-        return mcnemar_power(size, d0 + effect, d0, alpha)
+        return min(mcnemar_power(size, x, y, alpha) for x, y in sides)
 
     return Comparison("exact McNemar", n, estimate, mcnemar_p(first_only, second_only),
                       power_at(n) if n else 0.0, effect, _needed(power_at), higher, lower,
@@ -245,7 +247,7 @@ def _lottery_statistic(n_base: int, n: int, ratio: float) -> np.ndarray:
     return np.abs(np.arange(n + 1)[None, :] / n - base[:, None])
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)
 def _lottery_p_values(n_base: int, n: int, ratio: float) -> np.ndarray:
     """[n_base + 1, n + 1]: the exact unconditional p-value of every outcome (module doc),
     Berger and Boos's: the supremum over nuisance rates inside the observed base count's
@@ -260,7 +262,8 @@ def _lottery_p_values(n_base: int, n: int, ratio: float) -> np.ndarray:
     ks = np.arange(n_base + 1)
     low = np.where(ks == 0, 0.0, stats.beta.ppf(BERGER_BOOS / 2, ks, n_base - ks + 1))
     high = np.where(ks == n_base, 1.0, stats.beta.ppf(1 - BERGER_BOOS / 2, ks + 1, n_base - ks))
-    grid = np.union1d(np.linspace(0.0, 1.0, NUISANCE_GRID), ks / n_base)
+    grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, NUISANCE_GRID), ks / n_base, low,
+                                     high]))  # the intervals' ends: where the supremum sits
     p = np.zeros((n_base + 1, n + 1))
     for q in grid:
         w = np.outer(stats.binom.pmf(ks, n_base, q),
