@@ -227,3 +227,31 @@ def test_the_cli_plans_a_sweep_file_with_head_seeds_and_refuses_bad_ones_in_one_
                          text=True, cwd=REPO)
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "for model.heads = 2" in bad.stderr
+
+
+# -- summed heads: the mechanism arm of the head experiment -----------------------------------
+def test_summed_heads_are_averaged_heads_with_each_context_at_full_weight():
+    """`head_merge: sum` is the averaged model with W_v and b_v multiplied by H (so each head's
+    context enters at weight 1 instead of 1/H); with one head the two are the same model, and
+    `sum` is a new trial id while null keeps the old one."""
+    cfg = {"width": 6, "heads": 3, "base_seed": 0, "head_seeds": [4, 1, 7]}
+    mean = Seq2Seq(Seq2SeqConfig(**cfg), symbols=9, seeds=[0], dtype=F64)
+    summed = Seq2Seq(Seq2SeqConfig(**cfg, head_merge="sum"), symbols=9, seeds=[0], dtype=F64)
+    with torch.no_grad():
+        for name in ("w_v", "b_v"):
+            getattr(mean, name).mul_(3)
+    src = torch.randint(0, 8, (1, 5, 4))
+    dec_in = torch.randint(0, 8, (1, 5, 4))
+    a, b = mean(src, dec_in), summed(src, dec_in)
+    assert torch.allclose(a.logits, b.logits, atol=1e-12) and torch.equal(a.attn, b.attn)
+    one = {"width": 6, "heads": 1, "base_seed": 0, "head_seeds": [4]}
+    x = Seq2Seq(Seq2SeqConfig(**one), symbols=9, seeds=[0], dtype=F64)(src, dec_in)
+    y = Seq2Seq(Seq2SeqConfig(**one, head_merge="sum"), symbols=9, seeds=[0], dtype=F64)(
+        src, dec_in)
+    assert torch.equal(x.logits, y.logits)
+    ids = {make_spec("copy-v1", "seq2seq", {"length": 4}, {**cfg, "head_merge": m}, {},
+                     seed=0).trial_id for m in (None, "mean", "sum")}
+    assert len(ids) == 2  # null and mean are one model, one id (the old one); sum another
+    old = make_spec("copy-v1", "seq2seq", {"length": 4}, cfg, {}, seed=0).trial_id
+    assert old == make_spec("copy-v1", "seq2seq", {"length": 4}, {**cfg, "head_merge": None},
+                            {}, seed=0).trial_id

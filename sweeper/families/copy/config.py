@@ -80,6 +80,12 @@ def check_seeds(params: dict[str, Any], where: str) -> None:
                              f"{heads} distinct integers >= 0 (one per head) or null")
 
 
+def canonical(params: dict[str, Any]) -> dict[str, Any]:
+    """One model, one id: `head_merge: mean` is the default (null), stored and hashed as null."""
+    return {**params, "head_merge": None} if params["head_merge"] == "mean" else params
+
+
 MODEL = Entry("seq2seq", Seq2SeqConfig, PARAMS,
               doc="LSTM/GRU encoder-decoder with H averaged attention heads (Snell et al. 2021).",
-              check=check_seeds, optional=("base_seed", "head_seeds", "head_merge"))
+              check=check_seeds, optional=("base_seed", "head_seeds", "head_merge"),
+              canonical=canonical)
