@@ -518,8 +518,11 @@ def comparisons(per_trial: pd.DataFrame, *, effect: float | None = None) -> pd.D
                                      unit="trials a condition")
                 rows.append(_comparison_row(f"{arm}: model learned", other, "bad", test))
         if "one_good" in by and by["one_good"]["alone"].notna().all():
-            rows.append(_comparison_row(f"{arm}: good head aligned earlier alone",
-                                        "alone", "in company", _good_speed(by["one_good"])))
+            good = by["one_good"]
+            test = _earlier(_good_steps(good, "alone_step"), _good_steps(good, "aligned_step"),
+                            higher="slower in company", lower="faster in company")
+            rows.append(_comparison_row(f"{arm}: good head aligned earlier alone", "alone",
+                                        "in company", test))
     arms = sorted(per_trial["arm"].unique())
     key = ["base_seed", "seed", per_trial["head_seeds"].map(tuple).rename("set")]
     reference = _main_arm(arms)
@@ -527,16 +530,30 @@ def comparisons(per_trial: pd.DataFrame, *, effect: float | None = None) -> pd.D
     for arm in arms:
         if arm == reference:
             continue
-        joined = indexed[indexed["arm"] == arm][["learned", "condition"]].join(
-            indexed[indexed["arm"] == reference][["learned"]].rename(
-                columns={"learned": "learned_ref"}), how="inner")
+        columns = ["learned", "condition", "kinds", "aligned_step"]
+        joined = indexed[indexed["arm"] == arm][columns].join(
+            indexed[indexed["arm"] == reference][["learned", "aligned_step"]].rename(
+                columns={"learned": "learned_ref", "aligned_step": "aligned_step_ref"}),
+            how="inner")
         for condition, part in joined.groupby("condition"):
-            x, y = part["learned"], part["learned_ref"]
+            x, y = part["learned"].astype(bool), part["learned_ref"].astype(bool)
             test = compare_paired(int((x & y).sum()), int((x & ~y).sum()),
                                   int((~x & y).sum()), int((~x & ~y).sum()), effect=effect,
                                   higher="more learn", lower="fewer learn", same="the same")
             rows.append(_comparison_row(f"{condition}: model learned", arm, reference, test))
+            if condition == "one_good":
+                test = _earlier(_good_steps(part, "aligned_step"),
+                                _good_steps(part, "aligned_step_ref"),
+                                higher=f"earlier with {arm}", lower=f"later with {arm}")
+                rows.append(_comparison_row("one_good: good head aligned earlier", arm,
+                                            reference, test))
     return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
+
+
+def _good_steps(part: pd.DataFrame, column: str) -> np.ndarray:
+    """The good head's first aligned step in each trial of `part` (inf: never)."""
+    steps = [s[k.index("good")] for s, k in zip(part[column], part["kinds"])]
+    return np.array([v if np.isfinite(v) else np.inf for v in steps], float)
 
 
 def _main_arm(arms: Sequence[str]) -> str:
@@ -545,28 +562,15 @@ def _main_arm(arms: Sequence[str]) -> str:
     return min(mean, key=lambda a: int(a.split()[0]) if a.split()[0].isdigit() else 0)
 
 
-def _good_speed(part: pd.DataFrame):
-    """Sign test on the good head's first aligned step, alone against in company on the same
-    base and data seed, over trials where both aligned; a head that aligned in one only counts
-    as reaching it earlier there."""
+def _earlier(first: np.ndarray, second: np.ndarray, *, higher: str, lower: str):
+    """Sign test (exact McNemar on the discordant pairs) of "first reaches it earlier" over
+    paired steps (inf: never): ties where both reached it at one step, or neither did."""
     from sweeper.results.stats import compare_paired
 
-    earlier_alone = earlier_company = ties = neither = 0
-    for kinds, alone_step, company_step in zip(part["kinds"], part["alone_step"],
-                                               part["aligned_step"]):
-        i = kinds.index("good")
-        a = alone_step[i] if np.isfinite(alone_step[i]) else np.inf
-        c = company_step[i] if np.isfinite(company_step[i]) else np.inf
-        if a == c:
-            neither += int(np.isinf(a))
-            ties += int(np.isfinite(a))
-        elif a < c:
-            earlier_alone += 1
-        else:
-            earlier_company += 1
-    return compare_paired(ties, earlier_alone, earlier_company, neither,
-                          higher="slower in company", lower="faster in company",
-                          same="as fast", unit="trials")
+    ties = int(((first == second) & np.isfinite(first)).sum())
+    never = int((np.isinf(first) & np.isinf(second)).sum())
+    return compare_paired(ties, int((first < second).sum()), int((first > second).sum()),
+                          never, higher=higher, lower=lower, same="as fast", unit="trials")
 
 
 def _comparison_row(what: str, first: str, second: str, test) -> dict[str, Any]:

@@ -211,6 +211,8 @@ def test_arms_are_paired_on_the_same_sets_and_the_good_heads_speed_by_a_sign_tes
     tests = comparisons(per_trial).set_index(["what", "first"])
     arm = tests.loc[("one_good: model learned", "1200 steps, mean")]
     assert arm["n"] == 20 and arm["verdict"] == "more learn"  # 10 learn only with 1200 steps
+    faster = tests.loc[("one_good: good head aligned earlier", "1200 steps, mean")]
+    assert faster["verdict"] == "earlier with 1200 steps, mean"  # 10 reach it only there
     speed = tests.loc[("400 steps, mean: good head aligned earlier alone", "alone")]
     assert speed["verdict"] == "slower in company"  # alone at 100 always; in company 10 or never
     good = good_head_steps(per_trial).set_index("arm").loc["400 steps, mean"]
