@@ -695,6 +695,7 @@ def _heads_table(args: argparse.Namespace) -> int:
 
     from .heads import (
         class_rates,
+        compact_table,
         comparisons,
         good_head_steps,
         head_classes,
@@ -729,9 +730,11 @@ def _heads_table(args: argparse.Namespace) -> int:
           "the same base and data seed)")
     print("each class alone on stage 2's data seeds, per base:")
     sys.stdout.write(format_frame(rates, args.format))
-    print("the model against its heads alone, trial by trial (exact McNemar; verdicts with "
-          "their power):")
-    sys.stdout.write(format_frame(table, args.format))
+    print("the model against its heads alone, trial by trial (exact McNemar, and over head "
+          "sets; verdicts with their power against a difference of "
+          f"{args.effect or 0.2:g}; the whole table: --cells, --format csv):")
+    sys.stdout.write(format_frame(table if args.format != "table" else compact_table(table),
+                                  args.format))
     print("comparisons:")
     sys.stdout.write(format_frame(tests, args.format))
     if not good.empty:

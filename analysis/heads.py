@@ -423,6 +423,40 @@ def paired_table(per_trial: pd.DataFrame, alone_rates: pd.DataFrame, *,
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
 
 
+def compact_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The paired table as a terminal shows it: each count with its rate and interval in one
+    cell, the verdicts beside their power (the whole table: `--cells`, `--format`, `--json`)."""
+    def share(k, n, low=None, high=None) -> str:
+        if pd.isna(k) or not n:
+            return "-"
+        text = f"{int(k)}/{int(n)}"
+        return text + (f" ({low:.2f}-{high:.2f})" if low is not None and pd.notna(low) else "")
+
+    rows = []
+    for r in table.itertuples(index=False):
+        paired = pd.notna(r.model_only)
+        rows.append({
+            "arm": r.arm, "condition": r.condition,
+            "model learned": share(r.learned, r.n, r.low, r.high),
+            "a head alone": share(r.any_alone, r.n) if paired else "-",
+            "independent": (f"{r.independent:.2f} ({r.independent_low:.2f}-"
+                            f"{r.independent_high:.2f})") if paired else "-",
+            "model only / heads only": (f"{int(r.model_only)} / {int(r.heads_only)}"
+                                        if paired else "-"),
+            "learned if none alone": share(r.model_only, r.model_only + r.neither,
+                                           r.if_none_low, r.if_none_high) if paired else "-",
+            "p": f"{r.p_value:.2g}" if paired else "-",
+            "power": f"{r.power:.2f}" if paired else "-",
+            "verdict (trials)": r.verdict if paired else "-",
+            "verdict (head sets)": r.sets_verdict if paired else "-",
+            "aligned | failed alone": (share(r.aligned_of_failed, r.failed_alone)
+                                       if paired else "-"),
+            "aligned | learned alone": (share(r.aligned_of_learned, r.learned_alone)
+                                        if paired else "-"),
+            "mean aligned": f"{r.mean_aligned:.2f}"})
+    return pd.DataFrame(rows)
+
+
 def _paired_columns(part: pd.DataFrame, alone_rates: pd.DataFrame,
                     effect: float) -> dict[str, Any]:
     from sweeper.results.stats import compare_paired

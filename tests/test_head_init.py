@@ -282,6 +282,7 @@ def test_cli_heads_classifies_writes_stage2_and_reads_the_paired_table_on_real_s
                  "--cells", str(table)]) == 0
     out = capsys.readouterr().out
     assert "paired with tiny_alone" in out and "12 trials" in out
+    assert "verdict (trials)" in out and "verdict (head sets)" in out  # the compact table
     frame = pd.read_csv(table)
     assert frame["n"].sum() == 12 and set(frame["condition"]) <= set(CONDITIONS)
     assert (frame[["both", "model_only", "heads_only", "neither"]].sum(axis=1)
