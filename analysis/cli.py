@@ -719,8 +719,13 @@ def _heads_table(args: argparse.Namespace) -> int:
     names = [r.sweeps[0].name for r in stages]
     if args.cells:
         _write_table(table, Path(args.cells))
+    figure = None
+    if args.output:
+        from . import plots
+
+        figure = str(plots.save(plots.heads_figure(table), args.output))
     if args.json:
-        _print_json({"sweeps": names, "classified_by": stage1.sweeps[0].name,
+        _print_json({"sweeps": names, "classified_by": stage1.sweeps[0].name, "figure": figure,
                      "alone": alone.sweeps[0].name, "class_rates": _records(rates),
                      "table": _records(table), "comparisons": _records(tests),
                      "good_head": _records(good)})
@@ -740,6 +745,8 @@ def _heads_table(args: argparse.Namespace) -> int:
     if not good.empty:
         print("the good head, alone and in company:")
         sys.stdout.write(format_frame(good, args.format))
+    if figure:
+        print(f"wrote {figure}")
     return 0
 
 
@@ -800,6 +807,8 @@ def _add_heads(subparsers) -> None:
     p.add_argument("--name", help="stage 2's sweep names' prefix (default: stage 1's name "
                                   "without _stage1)")
     p.add_argument("--cells", help="also write the table (heads, or stage 2's) as .csv/.json")
+    p.add_argument("-o", "--output", help="with --classes: draw stage 2's paired table "
+                                          "(.png, .svg or .pdf)")
     p.add_argument("--format", choices=FORMATS, default="table",
                    help="stage 2's table as table (default), csv or json")
     _add_json(p, "the classes (or, with --classes, the table) and the sweep")

@@ -931,3 +931,57 @@ def heatmap_figure(table: pd.DataFrame, x: str, y: str, value: str, title: str) 
     fig.colorbar(mesh, cax=layout.colorbar_axes(fig, 0))
     layout.title(fig, title)
     return fig
+
+
+# ---------------------------------------------------------------- the paired head experiment
+
+def heads_figure(table: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """The paired head experiment (`analysis.heads.paired_table`), one group of bars per arm and
+    condition: the model's rate with its exact interval, the share of trials where a head
+    learned alone on that seed (the lottery of fixed tickets), the independent-heads
+    prediction from the class rates (its range as an error bar), and P(the model learns | no
+    head learned alone). An arm without alone runs shows the model's rate only."""
+    groups = list(table.itertuples(index=False))
+    if not groups:
+        raise AnalysisInputError("no stage-2 trials to draw")
+    fig = Figure(figsize=(max(7.5, 1.5 * len(groups) + 4), 4.2))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    bars = (("model learned", "rate", "low", "high", "#1f78b4"),
+            ("a head learned alone (same seed)", "any_alone_rate", None, None, "#a6cee3"),
+            ("independent heads (class rates)", "independent", "independent_low",
+             "independent_high", "#b2df8a"),
+            ("model learned | no head alone", "learned_if_none_alone", "if_none_low",
+             "if_none_high", _RECOVERED_COLOR))
+    width = 0.2
+    for j, (label, column, low, high, color) in enumerate(bars):
+        x = np.arange(len(groups)) + (j - 1.5) * width
+        values = np.array([_number(getattr(g, column)) for g in groups])
+        errors = None
+        if low is not None:
+            lows = np.array([_number(getattr(g, low)) for g in groups])
+            highs = np.array([_number(getattr(g, high)) for g in groups])
+            errors = np.vstack([np.clip(values - lows, 0, None), np.clip(highs - values, 0, None)])
+            errors = np.where(np.isfinite(errors), errors, 0.0)
+        ax.bar(x, np.nan_to_num(values), width, yerr=errors, color=color, label=label,
+               capsize=2, error_kw={"elinewidth": 0.8})
+    ax.set_xticks(np.arange(len(groups)), [_heads_label(g) for g in groups], fontsize=7)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("share of trials (95% exact intervals)")
+    ax.set_title(title or "averaged heads against their heads alone (paired)", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def _heads_label(group) -> str:
+    verdict = group.verdict if isinstance(group.verdict, str) else ""
+    condition = group.condition.replace("_", " ")
+    return "\n".join([condition, group.arm, *verdict.split(": ")])
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")

@@ -279,10 +279,11 @@ def test_cli_heads_classifies_writes_stage2_and_reads_the_paired_table_on_real_s
     assert main(["heads", str(tmp_path / "tiny_stage2_base1"), "--with",
                  str(tmp_path / "tiny_stage2_base2"), "--classes", folder, "--alone",
                  str(tmp_path / "tiny_alone"), "--attention-learned-threshold", str(level),
-                 "--cells", str(table)]) == 0
+                 "--cells", str(table), "-o", str(tmp_path / "heads.png")]) == 0
     out = capsys.readouterr().out
     assert "paired with tiny_alone" in out and "12 trials" in out
     assert "verdict (trials)" in out and "verdict (head sets)" in out  # the compact table
+    assert (tmp_path / "heads.png").read_bytes()[:4] == b"\x89PNG"
     frame = pd.read_csv(table)
     assert frame["n"].sum() == 12 and set(frame["condition"]) <= set(CONDITIONS)
     assert (frame[["both", "model_only", "heads_only", "neither"]].sum(axis=1)
