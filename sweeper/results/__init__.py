@@ -1,7 +1,8 @@
 """The results contract: what a sweep's results are, in one place.
 
-Imports pyarrow, pandas and numpy only (never torch, Ray, or the rest of sweeper), so that
-`analysis`, notebooks and the commands that only read work on a laptop and start fast.
+Imports pyarrow, pandas and numpy only (never torch, Ray, or the rest of sweeper; scipy only
+inside `stats`' functions, when a test runs), so that `analysis`, notebooks and the commands
+that only read work on a laptop and start fast.
 
 The contract, as each part's module states it:
 
