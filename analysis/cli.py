@@ -656,6 +656,7 @@ def _write_stage2(args: argparse.Namespace, sweeps: dict[str, dict]) -> list[dic
     written = []
     for name, sweep in sweeps.items():
         path = folder / f"{name}.yaml"
+        existed = path.exists()
         text = _stage2_header(args, name, sweep) + yaml.safe_dump(
             sweep, sort_keys=False, default_flow_style=None, width=96)
         write_whole_file(path, text.encode())
@@ -663,8 +664,9 @@ def _write_stage2(args: argparse.Namespace, sweeps: dict[str, dict]) -> list[dic
         sets = len(axes["head_seeds"]["grid"]) * len(axes.get("base_seed", {}).get("grid", [1]))
         trials = sets * len(sweep["seeds"])
         if not args.json:
-            print(f"wrote {path}: {name}, {count(trials, 'trial')} of "
-                  f"{sweep['fixed']['model']['heads']} heads")
+            heads = count(sweep["fixed"]["model"]["heads"], "head")
+            print(f"wrote {path}{' (replaced)' if existed else ''}: {name}, "
+                  f"{count(trials, 'trial')} of {heads}")
         written.append({"file": str(path), "sweep": name, "trials": trials,
                         "heads": sweep["fixed"]["model"]["heads"]})
     if not args.json:
@@ -708,17 +710,20 @@ def _heads_table(args: argparse.Namespace) -> int:
     classes = head_classes(_recomputed(stage1, args))
     alone = _load_located(args, args.alone, "--alone")
     stages = [_load(args)] + [_load_located(args, s, "--with") for s in args.pooled]
+    _check_stage2(stages, ["SWEEP"] + ["--with"] * len(args.pooled))
     trials = pd.concat([_recomputed(r, args) for r in stages], ignore_index=True)
     trajectories = pd.concat([outcome_trajectories(r) for r in stages], ignore_index=True)
     per_trial = paired_trials(trials, trajectories, _recomputed(alone, args), classes,
                               _thresholds(args))
     rates = class_rates(_recomputed(alone, args), classes, sorted(per_trial["seed"].unique()))
-    table = paired_table(per_trial, rates, effect=args.effect)
+    table = paired_table(per_trial, rates, effect=args.effect, by_base=args.by_base)
     tests = comparisons(per_trial, effect=args.effect)
     good = good_head_steps(per_trial)
     names = [r.sweeps[0].name for r in stages]
     if args.cells:
         _write_table(table, Path(args.cells))
+        if not args.json:
+            print(f"wrote {args.cells}")
     figure = None
     if args.output:
         from . import plots
@@ -748,6 +753,23 @@ def _heads_table(args: argparse.Namespace) -> int:
     if figure:
         print(f"wrote {figure}")
     return 0
+
+
+def _check_stage2(stages: list, flags: list[str]) -> None:
+    """SWEEP and every --with: distinct sweeps of multi-head trials (a one-head sweep there,
+    stage 1 or the alone sweep, would be pooled as if it were eight-head models)."""
+    seen: dict[str, str] = {}
+    for results, flag in zip(stages, flags):
+        name = results.sweeps[0].name
+        if name in seen:
+            raise AnalysisInputError(f"{flag}: got {name} twice; allowed: each stage-2 sweep "
+                                     "once (its trials would count twice)")
+        seen[name] = flag
+        heads = results.trials["model.heads"] if "model.heads" in results.trials else None
+        if heads is None or (heads.dropna().astype(int) < 2).any():
+            raise AnalysisInputError(f"{flag}: {name} holds one-head trials; allowed: a "
+                                     "stage-2 sweep of multi-head models (stage 1 goes to "
+                                     "--classes, the alone sweep to --alone)")
 
 
 def _load_located(args: argparse.Namespace, target: str, argument: str):
@@ -793,6 +815,8 @@ def _add_heads(subparsers) -> None:
                         "SWEEP is)")
     p.add_argument("--alone", metavar="ALONE",
                    help="the alone sweep: stage 2's heads alone on its bases and data seeds")
+    p.add_argument("--by-base", action="store_true",
+                   help="with --classes: one row per base network as well as arm and condition")
     p.add_argument("--effect", type=_effect_value, default=None,
                    help="the difference in success rate every test's power is computed "
                         "against (default 0.2)")

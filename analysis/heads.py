@@ -84,8 +84,10 @@ def one_head_runs(trials: pd.DataFrame, role: str) -> pd.DataFrame:
         raise AnalysisInputError(f"{role} has no finished trials")
     heads = trials[HEADS].astype(int)
     if (heads != 1).any():
+        hint = (" (a stage-2 sweep is read with --classes STAGE1 --alone ALONE)"
+                if role == "stage 1" else "")
         raise AnalysisInputError(f"{HEADS}: got {sorted(heads.unique().tolist())} in {role}; "
-                                 "allowed: 1 in every trial (one head alone per trial)")
+                                 f"allowed: 1 in every trial (one head alone per trial){hint}")
     steps = (trials["attention_steps"].astype(float).to_numpy()
              if "attention_steps" in trials.columns else np.full(len(trials), np.nan))
     head_seeds = [s[0] for s in head_seed_lists(trials)]
@@ -389,16 +391,17 @@ def _heads_first_step(trajectories: pd.DataFrame, trial_ids: pd.Series,
 
 
 TABLE_COLUMNS = (
-    "arm", "condition", "n", "learned", "rate", "low", "high", "any_alone", "any_alone_rate",
-    "independent", "independent_low", "independent_high", "both", "model_only", "heads_only",
-    "neither", "learned_if_none_alone", "if_none_low", "if_none_high", "p_value", "power",
-    "needed", "verdict", "sets", "sets_model_more", "sets_heads_more", "sets_p_value",
-    "sets_verdict", "failed_alone", "aligned_of_failed", "aligned_of_failed_rate",
-    "learned_alone", "aligned_of_learned", "aligned_of_learned_rate", "mean_aligned")
+    "arm", "base_seed", "condition", "n", "learned", "rate", "low", "high", "any_alone",
+    "any_alone_rate", "independent", "independent_low", "independent_high", "both",
+    "model_only", "heads_only", "neither", "learned_if_none_alone", "if_none_low",
+    "if_none_high", "p_value", "power", "needed", "verdict", "sets", "sets_model_more",
+    "sets_heads_more", "sets_p_value", "sets_power", "sets_needed", "sets_verdict",
+    "failed_alone", "aligned_of_failed", "aligned_of_failed_rate", "learned_alone",
+    "aligned_of_learned", "aligned_of_learned_rate", "mean_aligned")
 
 
 def paired_table(per_trial: pd.DataFrame, alone_rates: pd.DataFrame, *,
-                 effect: float | None = None) -> pd.DataFrame:
+                 effect: float | None = None, by_base: bool = False) -> pd.DataFrame:
     """Per arm and condition (TABLE_COLUMNS): the model's rate and exact interval; any_alone:
     trials where some head learned alone (the lottery of tickets fixed by init and data);
     independent: 1 - prod(1 - p_class) from each class's rate alone on the same bases and
@@ -408,14 +411,18 @@ def paired_table(per_trial: pd.DataFrame, alone_rates: pd.DataFrame, *,
     each head set as one unit (`sets_*`: a sign test over the sets whose trials lean one way,
     for trials of one set share their heads); learned_if_none_alone: P(model learns | no head
     learned alone); heads that failed alone and how many aligned in company, and the converse.
-    An arm whose budget the alone sweep did not train has only the model's columns."""
+    An arm whose budget the alone sweep did not train has only the model's columns. by_base:
+    one row per base network too (`base_seed`; "all" when pooled)."""
     from sweeper.results.stats import EFFECT
 
     effect = EFFECT if effect is None else effect
     rows = []
-    for (arm, condition), part in per_trial.groupby(["arm", "condition"], sort=True):
+    keys = ["arm", "base_seed", "condition"] if by_base else ["arm", "condition"]
+    for key, part in per_trial.groupby(keys, sort=True):
+        arm, condition = key[0], key[-1]
         n, k = len(part), int(part["learned"].sum())
-        row = {"arm": arm, "condition": condition, "n": n, "learned": k, "rate": k / n,
+        row = {"arm": arm, "base_seed": key[1] if by_base else "all",
+               "condition": condition, "n": n, "learned": k, "rate": k / n,
                **_interval(k, n), "mean_aligned": float(part["aligned"].map(sum).mean())}
         if part["alone"].notna().all():
             row.update(_paired_columns(part, alone_rates, effect))
@@ -436,7 +443,8 @@ def compact_table(table: pd.DataFrame) -> pd.DataFrame:
     for r in table.itertuples(index=False):
         paired = pd.notna(r.model_only)
         rows.append({
-            "arm": r.arm, "condition": r.condition,
+            "arm": r.arm, **({"base": r.base_seed} if len(set(table["base_seed"])) > 1 else {}),
+            "condition": r.condition,
             "model learned": share(r.learned, r.n, r.low, r.high),
             "a head alone": share(r.any_alone, r.n) if paired else "-",
             "independent": (f"{r.independent:.2f} ({r.independent_low:.2f}-"
@@ -447,8 +455,9 @@ def compact_table(table: pd.DataFrame) -> pd.DataFrame:
                                            r.if_none_low, r.if_none_high) if paired else "-",
             "p": f"{r.p_value:.2g}" if paired else "-",
             "power": f"{r.power:.2f}" if paired else "-",
-            "verdict (trials)": r.verdict if paired else "-",
-            "verdict (head sets)": r.sets_verdict if paired else "-",
+            "verdict (trials)": r.verdict if paired else "no alone runs at this budget",
+            "verdict (head sets)": (f"{r.sets_verdict} (power {r.sets_power:.2f})"
+                                    if paired else "-"),
             "aligned | failed alone": (share(r.aligned_of_failed, r.failed_alone)
                                        if paired else "-"),
             "aligned | learned alone": (share(r.aligned_of_learned, r.learned_alone)
@@ -487,7 +496,8 @@ def _paired_columns(part: pd.DataFrame, alone_rates: pd.DataFrame,
             "p_value": test.p_value, "power": test.power, "needed": test.needed,
             "verdict": test.verdict, "sets": len(lean), "sets_model_more": int((lean > 0).sum()),
             "sets_heads_more": int((lean < 0).sum()), "sets_p_value": sets.p_value,
-            "sets_verdict": sets.verdict, "failed_alone": len(failed),
+            "sets_power": sets.power, "sets_needed": sets.needed, "sets_verdict": sets.verdict,
+            "failed_alone": len(failed),
             "aligned_of_failed": int(sum(failed)),
             "aligned_of_failed_rate": sum(failed) / len(failed) if failed else np.nan,
             "learned_alone": len(won), "aligned_of_learned": int(sum(won)),

@@ -963,12 +963,15 @@ def heads_figure(table: pd.DataFrame, *, title: str | None = None) -> Figure:
             highs = np.array([_number(getattr(g, high)) for g in groups])
             errors = np.vstack([np.clip(values - lows, 0, None), np.clip(highs - values, 0, None)])
             errors = np.where(np.isfinite(errors), errors, 0.0)
-        ax.bar(x, np.nan_to_num(values), width, yerr=errors, color=color, label=label,
+        shown = np.isfinite(values)  # a bar that does not apply is not drawn at 0
+        ax.bar(x[shown], values[shown], width,
+               yerr=None if errors is None else errors[:, shown], color=color, label=label,
                capsize=2, error_kw={"elinewidth": 0.8})
     ax.set_xticks(np.arange(len(groups)), [_heads_label(g) for g in groups], fontsize=7)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("share of trials (95% exact intervals)")
-    ax.set_title(title or "averaged heads against their heads alone (paired)", fontsize=10)
+    ax.set_title(title or "multi-head models against their own heads alone (paired)",
+                 fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
@@ -977,7 +980,9 @@ def heads_figure(table: pd.DataFrame, *, title: str | None = None) -> Figure:
 def _heads_label(group) -> str:
     verdict = group.verdict if isinstance(group.verdict, str) else ""
     condition = group.condition.replace("_", " ")
-    return "\n".join([condition, group.arm, *verdict.split(": ")])
+    base = [] if str(getattr(group, "base_seed", "all")) == "all" else [
+        f"base {group.base_seed}"]
+    return "\n".join([condition, group.arm, *base, *verdict.split(": ")])
 
 
 def _number(value) -> float:

@@ -286,6 +286,17 @@ def test_cli_heads_classifies_writes_stage2_and_reads_the_paired_table_on_real_s
     assert (tmp_path / "heads.png").read_bytes()[:4] == b"\x89PNG"
     frame = pd.read_csv(table)
     assert frame["n"].sum() == 12 and set(frame["condition"]) <= set(CONDITIONS)
+    base = ["heads", str(tmp_path / "tiny_stage2_base1"), "--classes", folder, "--alone",
+            str(tmp_path / "tiny_alone"), "--attention-learned-threshold", str(level)]
+    assert main([*base, "--by-base", "--with", str(tmp_path / "tiny_stage2_base2"), "--cells",
+                 str(table)]) == 0
+    assert set(pd.read_csv(table)["base_seed"]) == {1, 2}
+    capsys.readouterr()
+    for extra, message in ((["--with", str(tmp_path / "tiny_alone")], "one-head trials"),
+                           (["--with", str(tmp_path / "tiny_stage2_base1")], "twice")):
+        assert main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "--with" in err
     assert (frame[["both", "model_only", "heads_only", "neither"]].sum(axis=1)
             == frame["n"]).all()
 
