@@ -708,14 +708,15 @@ def _heads_table(args: argparse.Namespace) -> int:
 
     stage1 = _load_located(args, args.classes, "--classes")
     classes = head_classes(_recomputed(stage1, args))
-    alone = _load_located(args, args.alone, "--alone")
+    alones = [_load_located(args, a, "--alone") for a in args.alone]
+    alone_trials = pd.concat([_recomputed(a, args) for a in alones], ignore_index=True)
+    alone_names = ", ".join(a.sweeps[0].name for a in alones)
     stages = [_load(args)] + [_load_located(args, s, "--with") for s in args.pooled]
     _check_stage2(stages, ["SWEEP"] + ["--with"] * len(args.pooled))
     trials = pd.concat([_recomputed(r, args) for r in stages], ignore_index=True)
     trajectories = pd.concat([outcome_trajectories(r) for r in stages], ignore_index=True)
-    per_trial = paired_trials(trials, trajectories, _recomputed(alone, args), classes,
-                              _thresholds(args))
-    rates = class_rates(_recomputed(alone, args), classes, sorted(per_trial["seed"].unique()))
+    per_trial = paired_trials(trials, trajectories, alone_trials, classes, _thresholds(args))
+    rates = class_rates(alone_trials, classes, sorted(per_trial["seed"].unique()))
     table = paired_table(per_trial, rates, effect=args.effect, by_base=args.by_base)
     tests = comparisons(per_trial, effect=args.effect)
     good = good_head_steps(per_trial)
@@ -731,13 +732,13 @@ def _heads_table(args: argparse.Namespace) -> int:
         figure = str(plots.save(plots.heads_figure(table), args.output))
     if args.json:
         _print_json({"sweeps": names, "classified_by": stage1.sweeps[0].name, "figure": figure,
-                     "alone": alone.sweeps[0].name, "class_rates": _records(rates),
+                     "alone": alone_names, "class_rates": _records(rates),
                      "table": _records(table), "comparisons": _records(tests),
                      "good_head": _records(good)})
         return 0
     print(f"{', '.join(names)}: {count(len(per_trial), 'trial')}, heads classified by "
-          f"{stage1.sweeps[0].name}, paired with {alone.sweeps[0].name} (each head alone on "
-          "the same base and data seed)")
+          f"{stage1.sweeps[0].name}, paired with {alone_names} (each head alone on the same "
+          "base and data seed, at the same budget)")
     print("each class alone on stage 2's data seeds, per base:")
     sys.stdout.write(format_frame(rates, args.format))
     print("the model against its heads alone, trial by trial (exact McNemar, and over head "
@@ -813,8 +814,9 @@ def _add_heads(subparsers) -> None:
     p.add_argument("--classes", metavar="STAGE1",
                    help="read SWEEP as stage 2, its heads classified by this stage 1 (named as "
                         "SWEEP is)")
-    p.add_argument("--alone", metavar="ALONE",
-                   help="the alone sweep: stage 2's heads alone on its bases and data seeds")
+    p.add_argument("--alone", metavar="ALONE", action="append",
+                   help="the alone sweep: stage 2's heads alone on its bases and data seeds "
+                        "(repeatable: alone sweeps of other budgets or seeds)")
     p.add_argument("--by-base", action="store_true",
                    help="with --classes: one row per base network as well as arm and condition")
     p.add_argument("--effect", type=_effect_value, default=None,

@@ -346,7 +346,8 @@ def paired_trials(trials: pd.DataFrame, trajectories: pd.DataFrame, alone: pd.Da
                                      "attention accuracy (a copy sweep's own trainings)")
         alone_runs = _alone_runs(alone_by, budgets, base, heads, seed, int(spent))
         rows.append({"trial_id": trial_id, "arm": arm, "base_seed": base, "seed": seed,
-                     "head_seeds": heads, "condition": condition_of(kinds), "learned": learned,
+                     "budget": int(spent), "head_seeds": heads,
+                     "condition": condition_of(kinds), "learned": learned,
                      "steps": step, "kinds": kinds,
                      "alone": [a[0] for a in alone_runs] if alone_runs else None,
                      "alone_step": [a[1] for a in alone_runs] if alone_runs else None,
@@ -510,27 +511,28 @@ def _interval(k: int, n: int, prefix: str = "") -> dict[str, float]:
 
 
 def class_rates(alone: pd.DataFrame, classes: HeadClasses, seeds: Sequence[int]) -> pd.DataFrame:
-    """Each class's rate alone per base on stage 2's data seeds (the alone sweep's runs of every
-    head of the class, not only the heads a set drew), with its exact interval."""
+    """Each class's rate alone per budget and base on stage 2's data seeds (the alone sweep's
+    runs of every head of the class, not only the heads a set drew), with its exact
+    interval."""
     runs = one_head_runs(alone, "the alone sweep")
     runs = runs[runs["seed"].isin(set(seeds))].copy()
     runs["class"] = [classes.class_of(b, h) for b, h in zip(runs["base_seed"],
                                                              runs["head_seed"])]
     rows = []
-    for (base, name), part in runs.groupby(["base_seed", "class"]):
+    for (budget, base, name), part in runs.groupby(["budget", "base_seed", "class"]):
         n, k = len(part), int(part["learned"].sum())
-        rows.append({"base_seed": int(base), "class": name, "trials": n, "learned": k,
-                     "rate": k / n, **_interval(k, n)})
+        rows.append({"budget": int(budget), "base_seed": int(base), "class": name,
+                     "trials": n, "learned": k, "rate": k / n, **_interval(k, n)})
     return pd.DataFrame(rows)
 
 
 def _independent(part: pd.DataFrame, rates: pd.DataFrame) -> dict[str, float]:
     """The independent-heads prediction, averaged over the trials: 1 - prod(1 - p_class) at
     each class's rate on the trial's base and at its interval's bounds."""
-    table = rates.set_index(["base_seed", "class"])
+    table = rates.set_index(["budget", "base_seed", "class"])
     values = []
-    for base, kinds in zip(part["base_seed"], part["kinds"]):
-        p = np.array([table.loc[(base, k), ["rate", "low", "high"]].to_numpy(float)
+    for budget, base, kinds in zip(part["budget"], part["base_seed"], part["kinds"]):
+        p = np.array([table.loc[(budget, base, k), ["rate", "low", "high"]].to_numpy(float)
                       for k in kinds])
         values.append(1 - np.prod(1 - p, axis=0))
     mean = np.mean(values, axis=0)
