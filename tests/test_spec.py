@@ -37,15 +37,19 @@ def _alternatives(p: Param, current) -> list:
 
 
 def _changed_spec(base: dict, group: str, p: Param):
-    """A spec differing from `base` in parameter `p` of `group` only, or None if none is valid."""
+    """A spec differing from `base` in parameter `p` of `group` only, or None if none is valid.
+    A value the entry reads as the current one (seq2seq's `head_merge: mean` is its null) is
+    the same model, not an alternative."""
     current = getattr(make_spec(**base), group)[p.name]  # a TrialSpec field
     for value in _alternatives(p, current):
         kwargs = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
         kwargs[group] = {**kwargs[group], p.name: value}
         try:
-            return make_spec(**kwargs)
+            spec = make_spec(**kwargs)
         except SweeperInputError:
             continue
+        if getattr(spec, group)[p.name] != current:
+            return spec
     return None
 
 
