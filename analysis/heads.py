@@ -169,11 +169,6 @@ def condition_of(kinds: Sequence[str]) -> str:
     return "random"
 
 
-def condition_label(condition: str, heads: int) -> str:
-    return {"bad": f"{heads} bad", "one_good": f"{heads - 1} bad + 1 good",
-            "random": f"{heads} random"}[condition]
-
-
 def stage2_sets(classes: HeadClasses, base: int, heads: int = 8, sets: int = 6,
                 seed: int = 0) -> dict[str, list[list[int]]]:
     """Per condition, `sets` distinct lists of `heads` distinct head seeds of one base: all
