@@ -69,8 +69,9 @@ class PhaseDiagram:
     recovery: per facet value other than `base` and (x, y): p, p_base, delta = p - p_base
     (NaN unless both cells have at least min_seeds seeds), recovered; and the cell against its
     base cell by Fisher's exact test (sweeper.results.stats.compare_rates): p_value, power
-    against a difference of 0.2, needed (seeds a cell) and verdict ("more learn", "fewer
-    learn", "no difference" only with the power to have seen one, else "cannot tell").
+    against a difference of 0.2, needed (seeds a cell, where it cannot tell) and verdict
+    ("more learn", "fewer learn", "no difference" only with the power to have seen one, else
+    "cannot tell").
     boundary: segments of the p = level boundary, one per pair of grid-adjacent cells with
     enough seeds whose p lie strictly on opposite sides of level; edge_* are the coordinates
     of the shared cell edge in grid-index units (cell centres at integer ix, iy).
@@ -81,7 +82,7 @@ class PhaseDiagram:
     the observed p, p_low, p_high; excess = p - p_lottery (NaN unless both cells have
     min_seeds seeds); the exact unconditional lottery test (sweeper.results.stats.
     compare_lottery): p_value, power against a difference of 0.2, needed (seeds a cell for
-    that power) and verdict ("beyond lottery", "below lottery", "as lottery" only with the
+    that power, where it cannot tell) and verdict ("beyond lottery", "below lottery", "as lottery" only with the
     power to have seen otherwise, else "cannot tell: needs >= N seeds"); beyond_lottery and
     below_lottery: the test rejected, in that direction (false unless both cells have
     min_seeds seeds). Empty (no rows) for any other facet, or none.
@@ -308,8 +309,14 @@ def _rates_test(k: float, n: float, k_base: float, n_base: float) -> dict:
         return {"p_value": np.nan, "power": np.nan, "needed": None, "verdict": "no seeds"}
     test = compare_rates(int(k), int(n), int(k_base), int(n_base), higher="more learn",
                          lower="fewer learn", same="no difference")
-    return {"p_value": test.p_value, "power": test.power, "needed": test.needed,
+    return {"p_value": test.p_value, "power": test.power, "needed": _needed(test),
             "verdict": test.verdict}
+
+
+def _needed(test) -> int | None:
+    """The seeds a cell needs, where its verdict cannot tell (the search for it enumerates
+    larger designs: asked of every cell, it would cost a diagram of many seeds minutes)."""
+    return test.needed if test.verdict.startswith("cannot tell") else None
 
 
 def is_head_axis(column: str | None, values: Sequence = ()) -> bool:
@@ -370,7 +377,7 @@ def _lottery_test(p: float, n: float, p_base: float, n_base: float, heads: float
         return {"p_value": np.nan, "power": np.nan, "needed": None, "verdict": "no seeds"}
     test = compare_lottery(round(p_base * n_base), int(n_base), round(p * n), int(n),
                            float(heads), float(ref))
-    return {"p_value": test.p_value, "power": test.power, "needed": test.needed,
+    return {"p_value": test.p_value, "power": test.power, "needed": _needed(test),
             "verdict": test.verdict}
 
 

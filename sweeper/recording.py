@@ -173,19 +173,24 @@ class Recorder:
         self._quietly(lambda: self.store._put(self.store.path(self.sweep, PROGRESS_FILE),
                                               progress_bytes(payload)))
 
-    def _quietly(self, write) -> None:
+    def _quietly(self, write, what: str = "could not write the sweep's progress or cell "
+                 "summary") -> None:
+        """Upkeep (a view file, a merge) that fails is one warning, never the sweep's end:
+        what is stored stays as it is."""
         try:
             write()
-        except Exception as exc:  # noqa: BLE001 - a view file must never stop a sweep
+        except Exception as exc:  # noqa: BLE001 - upkeep must never stop a sweep
             if not self._warned:
                 self._warned = True
-                self.progress.stream.write(f"warning: could not write the sweep's progress or "
-                                           f"cell summary ({exc}); results are unaffected\n")
+                self.progress.stream.write(f"warning: {what} ({exc}); results are "
+                                           "unaffected\n")
 
     def close(self, interrupted: bool = False) -> None:
         """The sweep's end (finished, or interrupted: a signal stopped it): the last progress
         line and file."""
         self.progress.close()
+        if self.summary is not None:
+            self._quietly(self.summary.write)  # the packs added since its last write
         self.packs.clear()
         self.progress.running = 0
         self.write_progress(force=True, state="interrupted" if interrupted else "finished")
@@ -230,6 +235,8 @@ class Recorder:
             self.written += len(fresh)
             self.shared += sum(r.shared_with is not None for r in fresh)
             self._quietly(lambda: self._summary().add(pack, fresh, attempts, node_id))
+            self._quietly(lambda: self.store.merge_tiers(self.sweep),
+                          "could not merge the sweep's files (readers open more of them)")
         for r in fresh:
             if r.trial_id in self.retried:  # its new row replaces the failed one
                 self.progress.failed -= 1

@@ -220,12 +220,13 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     with acquire(store, name):  # never while a driver writes the sweep
         before, rows = store.compact(name)
+    after = len(store.files(name, "trials"))
     if args.json:
-        print(json.dumps({"sweep": name, "files_before": before, "files_after": min(before, 1),
-                          "trials": rows, "compacted": before > 1}))
+        print(json.dumps({"sweep": name, "files_before": before, "files_after": after,
+                          "trials": rows, "compacted": before > after}))
         return 0
-    print(f"{name}: {before} trial files merged into 1 ({count(rows, 'trial')})" if before > 1
-          else f"{name}: nothing to compact ({count(before, 'file')})")
+    print(f"{name}: {before} trial files merged into {after} ({count(rows, 'trial')})"
+          if before > after else f"{name}: nothing to compact ({count(before, 'file')})")
     return 0
 
 

@@ -177,7 +177,21 @@ def all_files(root: Path) -> list[Path]:
 
 
 def parquet_files(root: Path, sweep: str, table: str) -> list[Path]:
-    return sorted((Path(root) / sweep / table).glob("part-*.parquet"))
+    """A table's part files but those a merge replaced (its inputs stay on disk a while for
+    readers that listed them before: `Store.merge_tiers`); damaged files are listed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sweeper.results.reading import replaces
+
+    replaced: set[str] = set()
+    for merged in (Path(root) / sweep / "trials").glob("part-compact-*.parquet"):
+        try:
+            replaced |= set(replaces(pq.read_schema(merged).metadata))
+        except (OSError, ValueError, pa.ArrowException):
+            continue
+    return sorted(p for p in (Path(root) / sweep / table).glob("part-*.parquet")
+                  if p.name not in replaced)
 
 
 def assert_only_store_files(root: Path) -> None:

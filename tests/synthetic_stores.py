@@ -374,10 +374,14 @@ def _manifest(sweep: str, task: str, model: str, n_trials: int) -> dict:
 
 def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, topic: bool,
                  pack_by: list[str], pack_size: int, seed: int, failed: float,
-                 diverged: float, copiers: float = 0.0, manifest: dict | None = None) -> Path:
+                 diverged: float, copiers: float = 0.0, manifest: dict | None = None,
+                 merge: bool = False, config_types: dict[str, pa.DataType] | None = None
+                 ) -> Path:
+    """merge: merge files as a running sweep's writer does after each pack
+    (`Store.merge_tiers`, their inputs deleted at once), else one file per pack and table."""
     store = Store.open(os.fspath(root))
     rng = np.random.default_rng(seed)
-    config_types = TOPIC_CONFIG if topic else COPY_CONFIG
+    config_types = config_types or (TOPIC_CONFIG if topic else COPY_CONFIG)
     budget = configs[["train.steps", "train.eval_every"]].iloc[0]
     steps = logged_steps(int(budget["train.steps"]), int(budget["train.eval_every"]))
     summary = SummaryWriter(store, sweep)  # cells.parquet, as a sweep's Recorder keeps it
@@ -389,6 +393,8 @@ def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, 
             _copy_curves(pack, rng, copiers)
         records = _records(pack, config_types, topic, rng, failed, diverged)
         summary.add(store.write_pack(sweep, records), records, write=False)
+        if merge:
+            store.merge_tiers(sweep, grace_s=0.0)
     summary.write()
     store.write_manifest(sweep, {**_manifest(sweep, configs["task.id"].iloc[0],
                                              configs["model.id"].iloc[0], len(configs)),
@@ -404,6 +410,25 @@ def write_copy_sweep(root: str | os.PathLike, sweep: str = "copy", *, pack_size:
     return _write_sweep(root, sweep, copy_configs(**grid), topic=False,
                         pack_by=["task.cooccurrence", "model.heads"], pack_size=pack_size,
                         seed=seed, failed=failed, diverged=diverged, copiers=copiers)
+
+
+def write_planned_copy_sweep(root: str | os.PathLike, sweep_file: str, *, pack_size: int = 16,
+                             seed: int = 0, failed: float = 0.0, diverged: float = 0.0,
+                             merge: bool = False) -> Path:
+    """A copy-v1 sweep whose trials are those a sweep file (its text) expands to, with the
+    sweep file in its manifest, so that `sweeper status` and `plan` count it as a real one."""
+    from sweeper.plan import expand
+    from sweeper.search_space import parse_sweep
+
+    parsed = parse_sweep(sweep_file)
+    specs = expand(parsed)
+    configs = pd.DataFrame([s.flat() for s in specs])
+    configs.insert(0, "trial_id", [s.trial_id for s in specs])
+    return _write_sweep(root, parsed.name, configs, topic=False,
+                        pack_by=["task.cooccurrence", "model.heads"], pack_size=pack_size,
+                        seed=seed, failed=failed, diverged=diverged, merge=merge,
+                        config_types=specs[0].column_types(),
+                        manifest={"sweep_file": sweep_file, "synthetic": True})
 
 
 def write_topic_sweep(root: str | os.PathLike, sweep: str = "topic", *, pack_size: int = 16,

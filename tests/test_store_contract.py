@@ -21,6 +21,7 @@ from sweeper.results import (
     committed_files,
     pack_id,
 )
+from sweeper.results.records import trajectories_table, trials_table
 from sweeper.search_space import parse_sweep
 from sweeper.spec import TrialResult
 
@@ -107,7 +108,9 @@ def test_compaction_keeps_every_row_once_and_a_crash_in_it_is_finished_by_recove
     assert [p.rsplit("/", 1)[1][:13] for p in store.files(SWEEP, "trials")] == ["part-compact-"]
     # a crash after the compacted files are written, before the old ones are deleted:
     more = fake_results(specs[:2], offset=0.5)  # the replaced files reappear on disk
-    store.write_pack(SWEEP, more)
+    pack = pack_id(r.trial_id for r in more)
+    store._put_pair(SWEEP, f"part-{pack}.parquet", trajectories_table(more),
+                    trials_table(more, SWEEP, pack, 1, None), None)
     compacted = store.files(SWEEP, "trials")[0]
     meta = pq.read_schema(compacted, filesystem=store.fs).metadata
     replaced = json.loads(meta[b"sweeper.replaces"])

@@ -45,6 +45,7 @@ from sweeper.results.summary import (
     read_progress,
     read_summary,
     read_trial_files,
+    rows_of_packs,
 )
 
 from ..axes import (
@@ -107,10 +108,11 @@ class SweepView:
         self.lock = threading.RLock()
         self.summary: CellSummary | None = None
         self.names: tuple[str, ...] | None = None  # committed trials files the summary covers
+        self.packs: dict[str, frozenset[str]] = {}  # the packs each of them holds
         self.revision = 0
         self._checked: dict[str, Footer] = {}  # footers read (files are immutable)
         self._trials: pd.DataFrame | None = None
-        self._trial_names: set[str] = set()
+        self._trial_packs: set[str] = set()  # the packs self._trials holds
         self._manifest: dict = {}
         self._warming: threading.Thread | None = None
         self.trials_lock = threading.Lock()
@@ -125,6 +127,7 @@ class SweepView:
         scan = scan_folder(self.fs, self.folder, self._checked, trajectories=False)
         for path, why in scan.damaged.items():
             warn_damaged(path, why)
+        self.packs = scan.packs  # what each file holds: a merged file, the packs it merged
         return [path.rsplit("/", 1)[1] for path in scan.files["trials"]]
 
     def trajectory_footers(self, names: Iterable[str]) -> dict[str, Footer]:
@@ -145,15 +148,16 @@ class SweepView:
         with self.lock:
             names = tuple(self.committed())
             if names != self.names:
-                committed = set(names)
+                held = frozenset().union(*(self.packs.get(n) or {n} for n in names))
                 mine = self.summary if self.summary is not None and \
-                    self.summary.files <= committed else None
+                    self.summary.files <= held else None
                 theirs = read_summary(self.fs, self.folder)
-                if theirs is not None and not theirs.files <= committed:
-                    theirs = None  # covers a file no longer committed (compaction): rebuild
+                if theirs is not None and not theirs.files <= held:
+                    theirs = None  # covers a pack no longer stored (quarantine): rebuild
                 base = max((s for s in (mine, theirs) if s is not None),
                            key=lambda s: len(s.files), default=None)
-                self.summary, _ = current_summary(self.fs, self.folder, names, base)
+                self.summary, _ = current_summary(self.fs, self.folder, names, base,
+                                                  packs=self.packs)
                 self.names = names
                 self.revision += 1
             return self.revision
@@ -168,14 +172,18 @@ class SweepView:
     def trials(self) -> pd.DataFrame:
         """Every stored trial (all columns), grown by the files that landed since last time."""
         with self.trials_lock:
-            names = set(self.committed())
-            if self._trials is None or not names >= self._trial_names:
-                self._trials, self._trial_names = read_trial_files(
-                    self.fs, self.folder, sorted(names)), set(names)
-            elif names - self._trial_names:
-                new = read_trial_files(self.fs, self.folder, sorted(names - self._trial_names))
+            names = self.committed()
+            holds = {n: self.packs.get(n) or frozenset((n,)) for n in names}
+            packs = frozenset().union(*holds.values())
+
+            def read(files):
+                return read_trial_files(self.fs, self.folder, files)
+            if self._trials is None or not packs >= self._trial_packs:
+                self._trials = read(sorted(names))
+            elif packs - self._trial_packs:  # a merge of packs read before reads nothing
+                new = rows_of_packs(read, holds, packs - self._trial_packs)
                 self._trials = pd.concat([self._trials, new], ignore_index=True)
-                self._trial_names = names
+            self._trial_packs = set(packs)
             return self._trials
 
     # ---------------------------------------------------------------- what is shown

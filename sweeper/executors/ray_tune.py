@@ -351,6 +351,7 @@ class _StoreCallback(tune.Callback):
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self._storing(lambda: self._store(trial))
+        _forget_results(trial)
 
     def _store(self, trial) -> None:
         specs = self.searcher.packs.pop(trial.trial_id)
@@ -382,6 +383,16 @@ class _StoreCallback(tune.Callback):
         pack = self.searcher.packs[trial.trial_id]
         if self.searcher.retry(trial.trial_id, getattr(trial, "num_failures", 1)) is None:
             self.sink.lost(pack, _error_text(trial))
+
+
+def _forget_results(trial) -> None:
+    """Once a pack is stored, its trial keeps a small report, not its trajectories: Tune keeps
+    every finished trial's last result in the driver and in its experiment state, which would
+    grow the driver by the whole sweep's trajectories (about 20 KB a trial)."""
+    metadata = getattr(trial, "run_metadata", None)
+    last = getattr(metadata, "last_result", None)
+    if isinstance(last, dict) and ("results" in last or "rows" in last):
+        metadata.last_result = {k: v for k, v in last.items() if k not in ("results", "rows")}
 
 
 class RayTuneExecutor:

@@ -37,7 +37,7 @@ REQUIRED_COLUMNS = {"trials": ("trial_id", "sweep", "pack_id", "status", "error"
                     "trajectories": ("trial_id", "step")}
 SWEEPER_KEY = b"sweeper.schema_version"  # in the metadata of every file sweeper writes
 # trials files' metadata naming files (a compaction's) or trials (a retry's): JSON lists
-LIST_KEYS = (b"sweeper.replaces", b"sweeper.supersedes")
+LIST_KEYS = (b"sweeper.replaces", b"sweeper.supersedes", b"sweeper.packs")
 
 NUMBER, LIST = "numbers", "lists of numbers"
 Kind = str | None  # None: all null, which any kind admits
@@ -84,18 +84,29 @@ class Footer:
     """What a file's footer says, worked out once per file (files are immutable, and a store
     scans its folder many times a run): its schema; its shape, all its conformance depends on
     (its columns' kinds, whether sweeper wrote it, whether its list metadata is readable);
-    its exact types."""
+    its exact types; its rows (None where only the schema was read), which the store's merges
+    size files by."""
 
     schema: pa.Schema
     shape: tuple[Signature, bool, bool]
     types: tuple[tuple[str, str], ...]
+    rows: int | None = None
 
     @classmethod
-    def of(cls, schema: pa.Schema) -> Footer:
+    def of(cls, schema: pa.Schema, rows: int | None = None) -> Footer:
+        """Kept small: a store of thousands of files holds one of these per file, so the
+        columns are shared by every file of the same types and only sweeper's own metadata
+        is kept (not pandas' or Arrow's serialised copies of the schema)."""
         metadata = schema.metadata or {}
         lists = all(_is_text_list(metadata.get(key, b"[]")) for key in LIST_KEYS)
         shape = (signature(schema), SWEEPER_KEY in metadata, lists)
-        return cls(schema, shape, tuple((f.name, str(f.type)) for f in schema))
+        types = tuple((f.name, str(f.type)) for f in schema)
+        plain = _SCHEMAS.setdefault(types, schema.remove_metadata())
+        kept = {k: v for k, v in metadata.items() if k.startswith(b"sweeper.")}
+        return cls(plain.with_metadata(kept) if kept else plain, shape, types, rows)
+
+
+_SCHEMAS: dict[tuple[tuple[str, str], ...], pa.Schema] = {}  # by types: shared columns
 
 
 def file_problem(schema: pa.Schema, table: str) -> str | None:

@@ -30,7 +30,8 @@ difference in success probability, `EFFECT` by default) added in whichever direc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from collections.abc import Callable
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -38,6 +39,13 @@ ALPHA = 0.05
 POWER = 0.8
 EFFECT = 0.2
 MAX_N = 512  # seeds per group beyond which "needs" says "more than"
+# the lottery test's: each size searched enumerates a table over a grid of nuisance rates
+# (O(grid n^2)), seconds a size at 512
+LOTTERY_MAX_N = 128
+# the sizes its `needed` is searched over (a ladder every cell shares, so a diagram builds each
+# size's table once whatever its cells' rates): the first that reaches the power, to plan with
+LOTTERY_SIZES = (2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112,
+                 128)
 NUISANCE_GRID = 201
 BERGER_BOOS = 0.001  # the nuisance's confidence set leaves out this much (Berger and Boos 1994)
 
@@ -73,12 +81,21 @@ class Comparison:
     p_value: float
     power: float
     effect: float
-    needed: int | None
+    # the group size that reaches POWER, or how to find it: searched only when asked (a
+    # verdict that cannot tell), since each step enumerates every outcome of a larger design
+    needs: int | None | Callable[[], int | None]
     higher: str
     lower: str
     same: str
     alpha: float = ALPHA
     unit: str = "seeds"
+    max_n: int = MAX_N  # the largest size `needed` is searched to
+
+    @property
+    def needed(self) -> int | None:
+        if callable(self.needs):
+            object.__setattr__(self, "needs", self.needs())  # frozen: computed once
+        return self.needs
 
     @property
     def significant(self) -> bool:
@@ -90,7 +107,7 @@ class Comparison:
             return self.higher if self.estimate > 0 else self.lower
         if self.power >= POWER:
             return self.same
-        needs = f">= {self.needed}" if self.needed is not None else f"> {MAX_N}"
+        needs = f">= {self.needed}" if self.needed is not None else f"> {self.max_n}"
         return f"cannot tell: needs {needs} {self.unit}"
 
     def as_dict(self) -> dict:
@@ -99,15 +116,16 @@ class Comparison:
                 "needed": self.needed, "verdict": self.verdict}
 
 
-def _needed(power_at, target: float = POWER, start: int = 2) -> int | None:
+def _needed(power_at, target: float = POWER, start: int = 2,
+            max_n: int = MAX_N) -> int | None:
     """The smallest n (searched by doubling, then bisection) whose power reaches target; None
-    beyond MAX_N. Exact tests' power is not monotone in n (it saw-tooths): this is the first
+    beyond max_n. Exact tests' power is not monotone in n (it saw-tooths): this is the first
     crossing the search meets, a size to plan with, not a guarantee at every larger n."""
     lo, hi = start - 1, start
     while power_at(hi) < target:
         lo, hi = hi, hi * 2
-        if hi > MAX_N:
-            return None if power_at(MAX_N) < target else MAX_N
+        if hi > max_n:
+            return None if power_at(max_n) < target else max_n
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if power_at(mid) >= target else (mid, hi)
@@ -172,7 +190,7 @@ def compare_paired(both: int, first_only: int, second_only: int, neither: int, *
         return min(mcnemar_power(size, x, y, alpha) for x, y in sides)
 
     return Comparison("exact McNemar", n, estimate, mcnemar_p(first_only, second_only),
-                      power_at(n) if n else 0.0, effect, _needed(power_at), higher, lower,
+                      power_at(n) if n else 0.0, effect, partial(_needed, power_at), higher, lower,
                       same, alpha, unit)
 
 
@@ -209,8 +227,8 @@ def compare_rates(k1: int, n1: int, k2: int, n2: int, *, effect: float = EFFECT,
     second's observed rate +- effect, `needed` with both groups of one size."""
     if n1 == 0 or n2 == 0:
         return Comparison("Fisher's exact", n1 + n2, float("nan"), 1.0, 0.0, effect,
-                          _needed(lambda n: min(rates_power(n, p, n, 0.5, alpha)
-                                                for p in _sides(0.5, effect))),
+                          partial(_needed, lambda n: min(rates_power(n, p, n, 0.5, alpha)
+                                                         for p in _sides(0.5, effect))),
                           higher, lower, same, alpha, unit)
     p2 = k2 / n2
     p_value = float(_scipy_stats().fisher_exact([[k1, n1 - k1], [k2, n2 - k2]])[1])
@@ -220,7 +238,18 @@ def compare_rates(k1: int, n1: int, k2: int, n2: int, *, effect: float = EFFECT,
                    default=0.0)
 
     return Comparison("Fisher's exact", n1 + n2, k1 / n1 - p2, p_value, power(n1, n2), effect,
-                      _needed(lambda m: power(m, m)), higher, lower, same, alpha, unit)
+                      partial(_rates_needed, p2, effect, alpha), higher, lower, same, alpha,
+                      unit)
+
+
+@lru_cache(maxsize=1024)
+def _rates_needed(p2: float, effect: float, alpha: float) -> int | None:
+    """`compare_rates`'s needed: it depends on the second group's rate alone (cells of one
+    size share a few rates, so a diagram searches each once)."""
+    def power(m: int) -> float:
+        return min((rates_power(m, q, m, p2, alpha) for q in _sides(p2, effect)), default=0.0)
+
+    return _needed(power)
 
 
 # ---------------------------------------------------------------- the lottery
@@ -247,7 +276,7 @@ def _lottery_statistic(n_base: int, n: int, ratio: float) -> np.ndarray:
     return np.abs(np.arange(n + 1)[None, :] / n - base[:, None])
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
 def _lottery_p_values(n_base: int, n: int, ratio: float) -> np.ndarray:
     """[n_base + 1, n + 1]: the exact unconditional p-value of every outcome (module doc),
     Berger and Boos's: the supremum over nuisance rates inside the observed base count's
@@ -265,9 +294,11 @@ def _lottery_p_values(n_base: int, n: int, ratio: float) -> np.ndarray:
     grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, NUISANCE_GRID), ks / n_base, low,
                                      high]))  # the intervals' ends: where the supremum sits
     p = np.zeros((n_base + 1, n + 1))
-    for q in grid:
-        w = np.outer(stats.binom.pmf(ks, n_base, q),
-                     stats.binom.pmf(np.arange(n + 1), n, float(lottery_rate(q, ratio))))
+    # [grid, outcomes]: each distribution at every nuisance rate, in one call each
+    base_pmf = stats.binom.pmf(ks[None, :], n_base, grid[:, None])
+    pmf = stats.binom.pmf(np.arange(n + 1)[None, :], n, lottery_rate(grid, ratio)[:, None])
+    for q, w_base, w in zip(grid, base_pmf, pmf):
+        w = np.outer(w_base, w)
         at_least = np.cumsum(w.ravel()[order])[last_of_tie]  # P(T >= t) in sorted order
         inside = (low <= q) & (q <= high)  # [n_base + 1]: outcomes whose interval holds q
         np.maximum(p, np.where(inside[:, None], _unsort(at_least, order).reshape(p.shape), 0.0),
@@ -313,7 +344,21 @@ def compare_lottery(k_base: int, n_base: int, k: int, n: int, heads: float,
 
     return Comparison("exact unconditional (lottery)", n + n_base, k / n - expected,
                       lottery_p(k_base, n_base, k, n, ratio), power(n_base, n), effect,
-                      _needed(lambda m: power(m, m)), *words, alpha)
+                      partial(_lottery_needed, p_base, ratio, effect, alpha), *words,
+                      alpha, max_n=LOTTERY_MAX_N)
+
+
+@lru_cache(maxsize=1024)
+def _lottery_needed(p_base: float, ratio: float, effect: float, alpha: float) -> int | None:
+    """`compare_lottery`'s needed, once per base rate and head ratio: the first of
+    LOTTERY_SIZES whose power reaches POWER (None: not even LOTTERY_MAX_N)."""
+    expected = float(lottery_rate(p_base, ratio))
+
+    def power(m: int) -> float:
+        return min((lottery_power(m, p_base, m, q, ratio, alpha)
+                    for q in _sides(expected, effect)), default=0.0)
+
+    return next((m for m in LOTTERY_SIZES if power(m) >= POWER), None)
 
 
 def power_note(seeds: int, what: str) -> str:

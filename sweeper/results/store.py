@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -47,6 +48,7 @@ from sweeper.results.layout import (
     TEMP_PREFIX,
     check_sweep_name,
     committed_files,
+    is_part,
     pack_id,
     part_name,
 )
@@ -68,6 +70,13 @@ from sweeper.results.reading import (
 from sweeper.results.records import Record, trajectories_table, trials_table
 from sweeper.results.schema import RUN_FIELDS, TABLE_SCHEMA_VERSION
 
+PACKS_KEY = b"sweeper.packs"  # a merged trials file's metadata: the packs whose rows it holds
+
+MERGE_FANOUT = 8  # files of one size class merged at a time
+MERGE_MAX_ROWS = 500_000  # the most rows one merge reads: what bounds its memory
+MERGE_GRACE_S = 60.0  # how long a merge's inputs stay for readers that listed them
+
+
 STORE_KEPT = ("what was stored before is kept: fix the cause and run the same command again "
               "(it trains only what is missing)")
 
@@ -86,6 +95,11 @@ class FolderScan:
     superseded: frozenset[str] = frozenset()
     # per table whose footers were read: the schema its committed files are read under
     schemas: dict[str, pa.Schema] = field(default_factory=dict)
+    # per committed trials file (name): the packs whose rows it holds (itself for a pack's
+    # file; what a merged file's metadata says: `pack_names`), which a cell summary covers
+    packs: dict[str, frozenset[str]] = field(default_factory=dict)
+    # per committed file (path): its footer (rows, metadata), for the store's merges
+    footers: dict[str, Footer] = field(default_factory=dict)
 
 
 def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, Footer] | None = None,
@@ -115,7 +129,17 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, Footer] | N
     superseded = frozenset(i for n in chosen["trials"] if n not in lost
                            for i in json.loads(metadata[n].get(b"sweeper.supersedes", b"[]")))
     schemas = {t: read_as(found[p] for p in kept[t]) for t, found in footers.items()}
-    return FolderScan(kept, damaged, superseded, schemas)
+    packs = {n: pack_names(n, metadata[n]) for n in chosen["trials"] if n not in lost}
+    return FolderScan(kept, damaged, superseded, schemas, packs,
+                      {p: f for found in footers.values() for p, f in found.items()})
+
+
+def pack_names(name: str, metadata: Mapping[bytes, bytes]) -> frozenset[str]:
+    """The packs (their files' names) whose rows a trials file holds: its own name for a
+    pack's file, for a merged one the names its metadata lists (every pack merged into it,
+    through merges of merges); a file merged before that was recorded holds itself."""
+    listed = metadata.get(PACKS_KEY)
+    return frozenset(json.loads(listed)) if listed else frozenset((name,))
 
 
 def conforming(fs: pafs.FileSystem, files: Mapping[str, int | None], table: str,
@@ -123,18 +147,21 @@ def conforming(fs: pafs.FileSystem, files: Mapping[str, int | None], table: str,
                read_schema: Callable[[str], pa.Schema] | None = None) -> dict[str, Footer]:
     """The footers of those of `files` (path -> size) that are whole Parquet files of the
     table's schema (`conformance.foreign_files`); the others go to `damaged` (path -> why).
-    Each footer is read once (`read_schema`, default pyarrow's) and kept in `checked` under
-    its path and size (a retried pack may write its file again)."""
+    Each footer is read once (`read_schema`, default pyarrow's metadata, with the file's rows)
+    and kept in `checked` under its path and size (a retried pack may write its file again)."""
     footers: dict[str, Footer] = {}
     for path, size in files.items():
         key = f"{path}:{size}"
         if key not in checked:
             try:
-                schema = (read_schema or (lambda p: pq.read_schema(p, filesystem=fs)))(path)
+                if read_schema is not None:
+                    checked[key] = Footer.of(read_schema(path))
+                else:
+                    meta = pq.read_metadata(path, filesystem=fs)
+                    checked[key] = Footer.of(meta.schema.to_arrow_schema(), meta.num_rows)
             except (pa.ArrowException, OSError, ValueError) as exc:
                 damaged[path] = _why(exc)
                 continue
-            checked[key] = Footer.of(schema)
         footers[path] = checked[key]
     foreign = foreign_files(footers, table)
     damaged.update(foreign)
@@ -257,9 +284,10 @@ class Store:
         return "/".join([self.root, check_sweep_name(sweep), *parts])
 
     # writing -------------------------------------------------------------------------------
-    def _put(self, path: str, data: bytes) -> None:
+    def _put(self, path: str, data: bytes | Callable[[Any], None]) -> None:
         """Write a whole file: temp name + rename locally, a single put on object stores.
-        A write that fails leaves no temp file and raises ResultsWriteError."""
+        A write that fails leaves no temp file and raises ResultsWriteError. `data`: the
+        bytes, or where a rename commits, a function that writes them to a stream."""
         parent = path.rsplit("/", 1)[0]
         tmp = None
         try:
@@ -270,7 +298,7 @@ class Store:
             if self.renames_atomically:
                 tmp = f"{parent}/{TEMP_PREFIX}{uuid.uuid4().hex}"
                 with self.fs.open_output_stream(tmp) as f:
-                    f.write(data)
+                    data(f) if callable(data) else f.write(data)
                 self.fs.move(tmp, path)
             else:
                 with self.fs.open_output_stream(path) as f:
@@ -283,8 +311,16 @@ class Store:
 
     def _put_table(self, path: str, table: pa.Table, extra: dict[str, str] | None = None,
                    row_group_size: int | None = None) -> None:
+        """A Parquet file written whole (`_put`): straight into its temporary file where a
+        rename commits it (a merge's file is never held twice in memory), else as the bytes
+        of one put."""
+        table = _with_metadata(table, extra)
+        if self.put_object is None and self.renames_atomically:
+            self._put(path, lambda stream: pq.write_table(table, stream,
+                                                          row_group_size=row_group_size))
+            return
         buf = io.BytesIO()
-        pq.write_table(_with_metadata(table, extra), buf, row_group_size=row_group_size)
+        pq.write_table(table, buf, row_group_size=row_group_size)
         self._put(path, buf.getvalue())
 
     def write_pack(self, sweep: str, records: Sequence[Record], attempts: int = 1,
@@ -295,6 +331,8 @@ class Store:
         named in the trials file's metadata, their failed rows stop counting once it commits.
         """
         pack = pack_id(r.trial_id for r in records)
+        if part_name(pack) in self.replaced_names(sweep):  # a retried pack a merge replaced:
+            pack = pack_id([*(r.trial_id for r in records), uuid.uuid4().hex])  # a new name
         extra = {"supersedes": json.dumps(sorted(supersedes))} if supersedes else None
         self._put_pair(sweep, part_name(pack), trajectories_table(records),
                        trials_table(records, sweep, pack, attempts, node_id), extra)
@@ -367,7 +405,8 @@ class Store:
         scan = self.scan(sweep)
         return self._dataset(scan, table) if scan.files[table] else None
 
-    def _dataset(self, scan: FolderScan, table: str) -> ds.Dataset:
+    def _dataset(self, scan: FolderScan, table: str,
+                 paths: list[str] | None = None) -> ds.Dataset:
         """A table's committed files as one dataset, under the union of their schemas
         (`conformance.read_as`: a column some files lack is null there, not lost when
         they come first) and, for trials, every run column (`RUN_FIELDS`: a column added since,
@@ -376,8 +415,8 @@ class Store:
         if table == "trials":
             missing = [f for f in RUN_FIELDS if f.name not in schema.names]
             schema = pa.schema([*schema, *missing], metadata=schema.metadata)
-        return ds.dataset(scan.files[table], filesystem=self.fs, format="parquet",
-                          schema=schema)
+        return ds.dataset(scan.files[table] if paths is None else paths, filesystem=self.fs,
+                          format="parquet", schema=schema)
 
     def read(self, sweep: str, table: str, columns: list[str] | None = None,
              filter: ds.Expression | None = None) -> pa.Table | None:
@@ -462,29 +501,184 @@ class Store:
         return moved
 
     def compact(self, sweep: str, row_groups: int | None = None) -> tuple[int, int]:
-        """Merge all committed files into one pair; returns (files before, rows of trials).
+        """Merge the committed files into as few pairs as MERGE_MAX_ROWS allows (one, below it);
+        returns (trials files before, rows of trials). Run by one process at a time (the
+        sweep's lease): it recovers first and deletes what it replaced at once.
 
         The merged trajectories are sorted by trial_id and step, in row groups of 64 Ki rows
         (or `row_groups` of them), so that one trial's rows are found by statistics alone.
         """
         self.recover(sweep)
-        trial_files = [p.rsplit("/", 1)[1] for p in self.files(sweep, "trials")]
-        if len(trial_files) <= 1 and row_groups is None:
-            return len(trial_files), len(self.stored_ids(sweep))
-        trials = current_names(self.read(sweep, "trials"))
-        trajectories = self.read(sweep, "trajectories").sort_by([("trial_id", "ascending"),
-                                                                 ("step", "ascending")])
-        if trials.num_rows != len(set(trials.column("trial_id").to_pylist())):
-            raise RuntimeError(f"sweep {sweep}: duplicate trial ids before compaction")
+        scan = self.scan(sweep)
+        names = [p.rsplit("/", 1)[1] for p in scan.files["trials"]]
+        if len(names) > 1 or row_groups is not None:
+            for group in whole_groups(self._sizes(sweep, scan)):
+                if len(group) > 1 or row_groups is not None:
+                    self._merge(sweep, scan, group, row_groups)
+            self.recover(sweep)  # the merged files' inputs
+        return len(names), len(self.stored_ids(sweep))  # counted in the few files left
+
+    def merge_tiers(self, sweep: str, grace_s: float = MERGE_GRACE_S) -> int:
+        """Keep a sweep cheap to read while it grows: its single writer calls this after each
+        pack (under the sweep's lease), so a running sweep is always read at about the price
+        of a compacted one. Files of one size class (rows, by powers of MERGE_FANOUT) are
+        merged once MERGE_FANOUT of them are there (`tier_group`), so a reader opens at most
+        MERGE_FANOUT - 1 files a class, a number logarithmic in the sweep's rows, and no merge
+        reads more than MERGE_MAX_ROWS rows (its memory is bounded whatever N). A merge commits
+        by the store's own rule (`_merge`); the files it replaced are deleted once it is
+        `grace_s` old (`delete_replaced`): a reader that listed them before may still read
+        them, and never meets a file gone. Returns the merges made."""
+        self.delete_replaced(sweep, grace_s)
+        merges = 0
+        while True:
+            scan = self.scan(sweep)
+            group = tier_group(self._sizes(sweep, scan))
+            if group is None:
+                return merges
+            self._merge(sweep, scan, group)
+            merges += 1
+
+    def _sizes(self, sweep: str, scan: FolderScan) -> dict[str, int]:
+        """Rows (trials and trajectories) of each committed pair, by its name."""
+        sizes = {}
+        for path in scan.files["trials"]:
+            name = path.rsplit("/", 1)[1]
+            partner = scan.footers.get(self.path(sweep, "trajectories", name))
+            sizes[name] = (scan.footers[path].rows or 0) + (partner.rows or 0 if partner else 0)
+        return sizes
+
+    def _merge(self, sweep: str, scan: FolderScan, names: Sequence[str],
+               row_groups: int | None = None) -> str:
+        """Merge committed pairs into one, committed by the rule every reader keeps: the merged
+        trajectories, then the merged trials file, whose metadata names the files it replaces
+        (`replaces`: from then on they do not count), the packs whose rows it holds (`packs`:
+        what a cell summary covers) and the failed rows later attempts superseded in them
+        (`supersedes`). The inputs are deleted by the caller (`recover`, `delete_replaced`)."""
+        trials_paths = [self.path(sweep, "trials", n) for n in names]
+        traj_paths = [p for n in names if (p := self.path(sweep, "trajectories", n))
+                      in scan.footers]
+        trials = self._dataset(scan, "trials", trials_paths).to_table(
+            filter=without_superseded(scan.superseded))
+        trials = current_names(trials).sort_by("trial_id")
+        ids = trials.column("trial_id")
+        if len(ids) != len(pc.unique(ids)):
+            raise RuntimeError(f"sweep {sweep}: duplicate trial ids in files to merge")
+        trajectories = (self._dataset(scan, "trajectories", traj_paths).to_table()
+                        if traj_paths else pa.table({"trial_id": pa.array([], pa.string()),
+                                                     "step": pa.array([], pa.int64())}))
+        trajectories = trajectories.sort_by([("trial_id", "ascending"), ("step", "ascending")])
+        metadata = [scan.footers[p].schema.metadata or {} for p in trials_paths]
+        superseded = sorted({i for m in metadata
+                             for i in json.loads(m.get(b"sweeper.supersedes", b"[]"))})
+        extra = {"replaces": json.dumps(sorted(names)),
+                 "packs": json.dumps(sorted(set().union(*(scan.packs[n] for n in names))))}
+        if superseded:
+            extra["supersedes"] = json.dumps(superseded)
         name = f"{COMPACT_PREFIX}{uuid.uuid4().hex[:12]}.parquet"
-        extra = {"replaces": json.dumps(trial_files)}
         group_rows = (64 * 1024 if row_groups is None
                       else max(1, -(-trajectories.num_rows // row_groups)))
-        self._put_pair(sweep, name, trajectories, trials, extra, extra, group_rows)
-        for table in TABLES:  # trials first: the pack is then uncommitted
-            for old in trial_files:
-                self._delete(self.path(sweep, table, old))
-        return len(trial_files), trials.num_rows
+        self._put_pair(sweep, name, trajectories, trials, extra,
+                       {"replaces": extra["replaces"]}, group_rows)
+        return name
+
+    def replaced_names(self, sweep: str) -> set[str]:
+        """The file names merged files on disk say they replace (a pack written under one of
+        them would not count)."""
+        names = part_files(self.fs, self.path(sweep, "trials"))
+        return {r for n, size in names.items() if n.startswith(COMPACT_PREFIX)
+                for r in replaces(self._footer(self.path(sweep, "trials", n), size))}
+
+    def _footer(self, path: str, size: int | None) -> Mapping[bytes, bytes]:
+        """A file's footer metadata, read once (files are immutable)."""
+        key = f"{path}:{size}"
+        if key not in self._checked:
+            meta = pq.read_metadata(path, filesystem=self.fs)
+            self._checked[key] = Footer.of(meta.schema.to_arrow_schema(), meta.num_rows)
+        return self._checked[key].schema.metadata or {}
+
+    def delete_replaced(self, sweep: str, grace_s: float = 0.0) -> list[str]:
+        """Delete the pairs merged files replace, once the merge that replaced each is `grace_s`
+        seconds old, and a merged file only after the files it replaced are gone (so that
+        they never count again). Temporary and orphaned files are `recover`'s: this runs
+        beside a writer. Returns the paths deleted."""
+        infos = {t: {i.base_name: i for i in self.fs.get_file_info(
+            pafs.FileSelector(self.path(sweep, t), allow_not_found=True))
+            if i.type == pafs.FileType.File and is_part(i.base_name)} for t in TABLES}
+        trials = infos["trials"]
+        replaced_by = {}
+        own: dict[str, list[str]] = {}
+        for name, info in sorted(trials.items()):
+            if name.startswith(COMPACT_PREFIX):
+                try:
+                    own[name] = replaces(self._footer(info.path, info.size))
+                except (OSError, pa.ArrowException, ValueError):
+                    continue  # damaged: recovery's
+                for old in own[name]:
+                    replaced_by.setdefault(old, name)
+        now = dt.datetime.now(dt.timezone.utc)
+        deleted: list[str] = []
+        changed = True
+        while changed:
+            changed = False
+            for name, by in sorted(replaced_by.items()):
+                if name not in trials and name not in infos["trajectories"]:
+                    continue
+                if by not in trials or any(o in trials for o in own.get(name, ())):
+                    continue
+                mtime = trials[by].mtime
+                if grace_s > 0 and (mtime is None or (now - mtime).total_seconds() < grace_s):
+                    continue
+                for table in TABLES:  # trials first: the pair is then uncommitted
+                    if name in infos[table]:
+                        self._delete(infos[table].pop(name).path)
+                        deleted.append(self.path(sweep, table, name))
+                changed = True
+        return deleted
+
+
+def size_class(rows: int, fanout: int = MERGE_FANOUT) -> int:
+    """0 below `fanout` rows, 1 below fanout**2, and so on."""
+    level, bound = 0, fanout
+    while rows >= bound:
+        level, bound = level + 1, bound * fanout
+    return level
+
+
+def tier_group(sizes: Mapping[str, int], fanout: int = MERGE_FANOUT,
+               max_rows: int = MERGE_MAX_ROWS) -> list[str] | None:
+    """The next files to merge (names), or None: in the lowest size class that holds
+    `fanout` files, its smallest, as many (up to `fanout`) as fit in `max_rows` rows together.
+    A file over half of `max_rows` is whole and never merged again."""
+    classes: dict[int, list[str]] = {}
+    for name, rows in sorted(sizes.items()):
+        if 2 * rows <= max_rows:
+            classes.setdefault(size_class(rows, fanout), []).append(name)
+    for level in sorted(classes):
+        if len(classes[level]) < fanout:
+            continue
+        group, total = [], 0
+        for name in sorted(classes[level], key=lambda n: (sizes[n], n))[:fanout]:
+            if total + sizes[name] > max_rows:
+                break
+            group.append(name)
+            total += sizes[name]
+        if len(group) >= 2:
+            return group
+    return None
+
+
+def whole_groups(sizes: Mapping[str, int], max_rows: int = MERGE_MAX_ROWS) -> list[list[str]]:
+    """Every file (names, in order) cut into groups of at most `max_rows` rows together (a
+    file larger than that alone): what `compact` merges, each group into one file."""
+    groups: list[list[str]] = [[]]
+    total = 0
+    for name, rows in sorted(sizes.items()):
+        if groups[-1] and total + rows > max_rows:
+            groups.append([])
+            total = 0
+        groups[-1].append(name)
+        total += rows
+    return [g for g in groups if g]
 
 
 def _local_root(uri: str) -> str:

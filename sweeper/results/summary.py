@@ -26,7 +26,8 @@ import datetime as dt
 import io
 import json
 import math
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,7 +37,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sweeper.results.cells import counted, wilson_interval
-from sweeper.results.layout import COMPACT_PREFIX
+from sweeper.results.layout import COMPACT_PREFIX, part_name
 from sweeper.results.reading import current_names, part_files, to_frame
 from sweeper.results.rules import SUCCESS_OUTCOMES
 
@@ -158,9 +159,12 @@ class CellSummary:
         return int(self.cells["n_trials"].sum()) if len(self.cells) else 0
 
     def add(self, trials: pd.DataFrame, files: Iterable[str]) -> None:
-        """Add the rows of newly committed trials files (their names in `files`)."""
-        if len(trials):
-            new = contributions(trials)
+        """Add the rows of newly committed trials files (the packs they hold in `files`)."""
+        self.add_counts(contributions(trials) if len(trials) else None, files)
+
+    def add_counts(self, new: pd.DataFrame | None, files: Iterable[str]) -> None:
+        """Add per-configuration counts (`contributions`, of any number of packs at once)."""
+        if new is not None and len(new):
             both = pd.concat([self.cells, new], ignore_index=True) if len(self.cells) else new
             keys = config_columns(both.columns)
             counts = [c for c in both.columns if c not in keys and c not in LIST_COLUMNS]
@@ -211,27 +215,47 @@ def trial_file_names(fs: pafs.FileSystem, folder: str) -> set[str]:
     return set(part_files(fs, f"{folder}/trials"))
 
 
-def current_summary(fs: pafs.FileSystem, folder: str, committed: Sequence[str],
-                    summary: CellSummary | None = None,
-                    read_trials=None) -> tuple[CellSummary, bool]:
+def current_summary(fs: pafs.FileSystem, folder: str, committed: Iterable[str],
+                    summary: CellSummary | None = None, read_trials=None,
+                    packs: Mapping[str, frozenset[str]] | None = None
+                    ) -> tuple[CellSummary, bool]:
     """The summary brought up to date with the committed trials files (names): from `summary`
-    (or the file), adding the files it lacks; rebuilt from every trials file when a file it
-    covers is gone. `read_trials(names) -> DataFrame` reads trials files (default: pyarrow,
-    whole files). Returns (summary, changed)."""
-    committed = set(committed)
+    (or the file), adding the packs it lacks; rebuilt from every trials file when a pack it
+    covers is gone (quarantine). `packs`: the packs each file holds (`FolderScan.packs`; by
+    default each holds itself), so that a merged file is covered by the packs it merged, and
+    of a file that merged packs the summary has and packs it lacks only the rows of the
+    latter are read (by their `pack_id`). `read_trials(names) -> DataFrame` reads trials
+    files (default: pyarrow, whole files). Returns (summary, changed)."""
+    holds = {n: (packs or {}).get(n) or frozenset((n,)) for n in committed}
+    every = frozenset().union(*holds.values())
     if summary is None:
         summary = read_summary(fs, folder)
     if read_trials is None:
         def read_trials(names):
             return read_trial_files(fs, folder, names)
-    if summary is None or summary.files - committed:
+    if summary is None or summary.files - every:
         fresh = CellSummary.empty()
-        fresh.add(read_trials(sorted(committed)), committed)
+        fresh.add(read_trials(sorted(holds)), every)
         return fresh, True
-    missing = committed - summary.files
-    if missing:
-        summary.add(read_trials(sorted(missing)), missing)
-    return summary, bool(missing)
+    lacking = every - summary.files
+    if not lacking:
+        return summary, False
+    summary.add(rows_of_packs(read_trials, holds, lacking), lacking)
+    return summary, True
+
+
+def rows_of_packs(read_trials, holds: Mapping[str, frozenset[str]],
+                  wanted: frozenset[str]) -> pd.DataFrame:
+    """The trials rows of the `wanted` packs, from the files that hold them (`holds`: name ->
+    packs): a file holding only wanted packs read whole, one that merged others too read and
+    cut to the wanted packs' rows (by `pack_id`)."""
+    whole = sorted(n for n, held in holds.items() if held <= wanted)
+    part = sorted(n for n, held in holds.items() if held & wanted and not held <= wanted)
+    frames = [read_trials(whole)] if whole else []
+    if part:
+        rows = read_trials(part)
+        frames.append(rows[rows["pack_id"].map(part_name).isin(wanted)])
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
 def read_trial_files(fs: pafs.FileSystem, folder: str, names: Sequence[str]) -> pd.DataFrame:
@@ -253,39 +277,61 @@ def is_compacted(name: str) -> bool:
     return name.startswith(COMPACT_PREFIX)
 
 
+# The most seconds a running writer leaves packs out of cells.parquet (a reader adds what it
+# lacks from the trials files, so a lagging summary costs a reader a few packs' rows)
+SUMMARY_EVERY_S = 5.0
+
+
 class SummaryWriter:
     """Keeps a sweep's cells.parquet current as its single writer commits packs.
 
-    `add(pack, records)` after the pack's trials file is written. The first call brings the
-    file up to date with what is stored (reading only the trials files it lacks)."""
+    `add(pack, records)` after the pack's trials file is written: the pack's counts are kept
+    aside, and folded in and written at most every `every_s` seconds (and by `write()`, at
+    the run's end), so that a pack costs the same at 100,000 stored trials as at 100: the
+    summary is neither regrouped nor rewritten per pack. The first call brings the file up to
+    date with what is stored (reading only the packs it lacks)."""
 
-    def __init__(self, store, sweep: str):
-        self.store, self.sweep = store, sweep
+    def __init__(self, store, sweep: str, every_s: float = SUMMARY_EVERY_S):
+        self.store, self.sweep, self.every_s = store, sweep, every_s
         self.summary: CellSummary | None = None
+        self.pending: list[pd.DataFrame] = []  # counts of packs not folded in yet
+        self.pending_packs: set[str] = set()
+        self._written_at = time.monotonic()
 
     def _start(self) -> None:
         fs, folder = self.store.fs, self.store.path(self.sweep)
-        committed = [p.rsplit("/", 1)[1] for p in self.store.files(self.sweep, "trials")]
-        self.summary, _ = current_summary(fs, folder, committed)
+        scan = self.store.scan(self.sweep)
+        committed = [p.rsplit("/", 1)[1] for p in scan.files["trials"]]
+        self.summary, _ = current_summary(fs, folder, committed, packs=scan.packs)
 
     def add(self, pack: str, records: Sequence, attempts: int = 1,
             node_id: str | None = None, write: bool = True) -> None:
-        from sweeper.results.layout import part_name
         from sweeper.results.records import trials_table
 
         name = part_name(pack)
         if self.summary is None:
             self._start()  # the store already holds this pack: it is read with the rest
-        if name not in self.summary.files:
+        if name not in self.summary.files and name not in self.pending_packs:
             table = trials_table(records, self.sweep, pack, attempts, node_id)
-            self.summary.add(to_frame(table), [name])
-        if write:
+            self.pending.append(contributions(to_frame(table)))
+            self.pending_packs.add(name)
+        if write and time.monotonic() - self._written_at >= self.every_s:
             self.write()
 
-    def write(self) -> None:
+    def fold(self) -> CellSummary:
+        """The summary with every pack added so far."""
         if self.summary is None:
             self._start()
-        self.store._put(self.store.path(self.sweep, SUMMARY_FILE), self.summary.to_bytes())
+        if self.pending:
+            self.summary.add_counts(pd.concat(self.pending, ignore_index=True),
+                                    self.pending_packs)
+            self.pending, self.pending_packs = [], set()
+        return self.summary
+
+    def write(self) -> None:
+        """Write cells.parquet whole now, with every pack added."""
+        self._written_at = time.monotonic()
+        self.store._put(self.store.path(self.sweep, SUMMARY_FILE), self.fold().to_bytes())
 
 
 # -- cells from the summary ------------------------------------------------------------------
