@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import SweeperInputError
+from sweeper.numbers import MAX_SEED, check_int
 from sweeper.spec import TrialSpec, make_spec
 from sweeper.sweep_fields import SweepFileError
 
@@ -26,8 +27,13 @@ def cell_specs(sweep: Sweep, cell: Mapping[str, Any]) -> list[TrialSpec]:
         group, name = path.split(".", 1)
         groups[group][name] = value
     try:
-        return [make_spec(sweep.task, sweep.model, groups["task"], groups["model"],
-                          groups["train"], seed, sweep.device) for seed in sweep.seeds]
+        if not sweep.seeds:
+            return []
+        first = make_spec(sweep.task, sweep.model, groups["task"], groups["model"],
+                          groups["train"], sweep.seeds[0], sweep.device)
+        # the seeds differ in the seed alone: the cell is validated and resolved once
+        return [first, *(first.with_seed(check_int(seed, "seed", 0, MAX_SEED))
+                         for seed in sweep.seeds[1:])]
     except SweeperInputError as exc:
         where = ", ".join(f"{k}={v!r}" for k, v in cell.items())
         raise SweepFileError(f"axes (cell {where}): {exc}") from None

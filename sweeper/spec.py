@@ -14,6 +14,7 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -77,9 +78,27 @@ class TrialSpec:
     def canonical_json(self) -> str:
         return results.layout.canonical_json(self.config())
 
-    @property
+    @cached_property
     def trial_id(self) -> str:
+        """Hashed once per spec (a plan of a million trials asks each several times)."""
         return results.trial_id(self.config())
+
+    def with_seed(self, seed: int) -> TrialSpec:
+        """This spec with another seed, its id hashed from this one's canonical text with the
+        seed's digits put in (the same text `trial_id` would build: a plan of a million trials
+        builds one config a cell, not one a trial)."""
+        other = replace(self, seed=seed)
+        before, after = self._text_around_seed
+        other.__dict__["trial_id"] = results.hash_text(f"{before}{seed}{after}")
+        return other
+
+    @cached_property
+    def _text_around_seed(self) -> tuple[str, str]:
+        """The canonical config text before and after the seed's digits."""
+        marker = 10**15 + 7  # a seed no sweep has: its digits appear once, at the seed
+        text = results.canonical_json(replace(self, seed=marker).config())
+        before, _, after = text.partition(f'"seed":{marker}')
+        return before + '"seed":', after
 
     @property
     def training_id(self) -> str:

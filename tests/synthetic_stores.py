@@ -404,12 +404,14 @@ def _write_sweep(root: str | os.PathLike, sweep: str, configs: pd.DataFrame, *, 
 
 def write_copy_sweep(root: str | os.PathLike, sweep: str = "copy", *, pack_size: int = 16,
                      seed: int = 0, failed: float = 0.0, diverged: float = 0.0,
-                     copiers: float = 0.0, **grid) -> Path:
+                     copiers: float = 0.0, merge: bool = False, **grid) -> Path:
     """Write a copy-v1 sweep under root/sweep; `grid` goes to `copy_configs`; copiers: the
-    share of failures that copy without aligning (`_attention_peak`)."""
+    share of failures that copy without aligning (`_attention_peak`); merge: as a running
+    sweep's writer merges (`_write_sweep`)."""
     return _write_sweep(root, sweep, copy_configs(**grid), topic=False,
                         pack_by=["task.cooccurrence", "model.heads"], pack_size=pack_size,
-                        seed=seed, failed=failed, diverged=diverged, copiers=copiers)
+                        seed=seed, failed=failed, diverged=diverged, copiers=copiers,
+                        merge=merge)
 
 
 def write_planned_copy_sweep(root: str | os.PathLike, sweep_file: str, *, pack_size: int = 16,

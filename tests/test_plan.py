@@ -339,3 +339,17 @@ def test_grid_values_that_are_the_same_task_are_refused_naming_both(tmp_path):
         "grid": [0.5, 0.625]}})
     with pytest.raises(SweeperInputError, match="the cells .*0.5.* and .*0.625.* are the same"):
         expand(parse_sweep(sweep_text(data)))
+
+
+@pytest.mark.parametrize("name", ["quick", "snell_heads_stage2_base1", "lu_phase"])
+def test_a_seed_put_into_its_cells_text_gives_the_id_its_config_hashes(name):
+    from pathlib import Path
+
+    from sweeper import results
+    from sweeper.plan import expand
+    from sweeper.search_space import load_sweep
+
+    path = Path(__file__).resolve().parents[1] / "search_spaces" / f"{name}.yaml"
+    specs = expand(load_sweep(str(path)))
+    assert len({s.seed for s in specs}) > 1
+    assert all(s.trial_id == results.trial_id(s.config()) for s in specs)

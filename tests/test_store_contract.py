@@ -165,3 +165,51 @@ def test_the_commit_rule_on_names_alone():
     chosen = committed_files(names, lambda name: ["part-a.parquet"])
     assert chosen == {"trials": ["part-b.parquet", "part-compact-x.parquet"],
                       "trajectories": ["part-b.parquet", "part-compact-x.parquet"]}
+
+
+# -- merges beside a writer (Store.merge_tiers) --------------------------------------------------
+def _on_disk(store: Store, table: str) -> set[str]:
+    from sweeper.results.reading import part_files
+
+    return set(part_files(store.fs, store.path(SWEEP, table)))
+
+
+def test_merges_as_packs_land_keep_every_row_once_in_few_files(store, specs):
+    written = []
+    for spec in specs:  # eight packs of one, merged two at a time as they land
+        written.append(store.write_pack(SWEEP, fake_results([spec])))
+        store.merge_tiers(SWEEP, grace_s=3600, fanout=2)
+    trials, trajectories = _read(store, "trials"), _read(store, "trajectories")
+    assert sorted(r["trial_id"] for r in trials) == sorted(s.trial_id for s in specs)
+    assert len(trajectories) == len(specs) * len(TINY_STEPS)
+    assert {r["pack_id"] for r in trials} == set(written)  # rows keep the pack they came in
+    committed = {p.rsplit("/", 1)[1] for p in store.files(SWEEP, "trials")}
+    assert len(committed) <= 2 and all(n.startswith("part-compact-") for n in committed)
+    # the merges' inputs stay for readers that listed them before (the grace period) ...
+    kept = _on_disk(store, "trials") - committed
+    assert kept and all(pq.read_metadata(store.path(SWEEP, "trials", n), filesystem=store.fs)
+                        for n in kept)
+    # ... and go once it is over, every row still there once
+    store.delete_replaced(SWEEP, grace_s=0)
+    assert _on_disk(store, "trials") == committed == _on_disk(store, "trajectories")
+    assert (_read(store, "trials"), _read(store, "trajectories")) == (trials, trajectories)
+
+
+def test_a_merge_keeps_the_failed_rows_a_retry_superseded_out(store, specs):
+    failed = [TrialResult.failed(s, "RuntimeError: boom") for s in specs[:2]]
+    first = store.write_pack(SWEEP, failed)
+    store.write_pack(SWEEP, fake_results(specs[2:4]))
+    store.compact(SWEEP)
+    assert store.files(SWEEP, "trials")[0].rsplit("/", 1)[1].startswith("part-compact-")
+    # the retry's pack has the failed pack's name, which the merged file replaces: it is
+    # written under another, and counts
+    retry = store.write_pack(SWEEP, fake_results(specs[:2]),
+                             supersedes=[s.trial_id for s in specs[:2]])
+    assert retry != first
+    rows = _read(store, "trials")
+    assert sorted(r["trial_id"] for r in rows) == sorted(s.trial_id for s in specs[:4])
+    assert {r["status"] for r in rows} == {"ok"}
+    store.write_pack(SWEEP, fake_results(specs[4:6]))
+    store.merge_tiers(SWEEP, grace_s=0, fanout=2)  # the retry merged with another pack
+    assert len(store.files(SWEEP, "trials")) == 2
+    assert [r["status"] for r in _read(store, "trials")] == ["ok"] * 6

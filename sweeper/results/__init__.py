@@ -36,8 +36,10 @@ from sweeper.results.errors import ResultsInputError
 from sweeper.results.layout import (
     CONFIG_SCHEMA_VERSION,
     TABLES,
+    canonical_json,
     check_sweep_name,
     committed_files,
+    hash_text,
     pack_id,
     pack_of_file,
     trial_id,
@@ -81,6 +83,6 @@ __all__ = [
     "TABLE_SCHEMA_VERSION", "Thresholds", "cell_stats", "check_sweep_name", "committed_files",
     "counted", "derive_outcomes", "failed_outcomes", "label_entropy", "outcome_columns",
     "pack_id", "pack_of_file", "plateau_level", "recompute_outcomes", "success_outcomes",
-    "trajectories_table", "trajectory_schema", "trial_id", "trial_outcomes", "trials_outcomes",
+    "trajectories_table", "trajectory_schema", "trial_id", "canonical_json", "hash_text", "trial_outcomes", "trials_outcomes",
     "trials_schema", "trials_table", "wilson_interval", "with_outcomes",
 ]

@@ -50,7 +50,12 @@ def canonical_json(config: Mapping[str, Any]) -> str:
 
 def trial_id(config: Mapping[str, Any]) -> str:
     """16 hex digits of the SHA-256 of the canonical config: the same config, the same id."""
-    return hashlib.sha256(canonical_json(config).encode()).hexdigest()[:16]
+    return hash_text(canonical_json(config))
+
+
+def hash_text(text: str) -> str:
+    """A trial id from a config's canonical text (`canonical_json`)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def pack_id(trial_ids: Iterable[str]) -> str:

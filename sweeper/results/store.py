@@ -518,7 +518,8 @@ class Store:
             self.recover(sweep)  # the merged files' inputs
         return len(names), len(self.stored_ids(sweep))  # counted in the few files left
 
-    def merge_tiers(self, sweep: str, grace_s: float = MERGE_GRACE_S) -> int:
+    def merge_tiers(self, sweep: str, grace_s: float = MERGE_GRACE_S,
+                    fanout: int = MERGE_FANOUT, max_rows: int = MERGE_MAX_ROWS) -> int:
         """Keep a sweep cheap to read while it grows: its single writer calls this after each
         pack (under the sweep's lease), so a running sweep is always read at about the price
         of a compacted one. Files of one size class (rows, by powers of MERGE_FANOUT) are
@@ -532,7 +533,7 @@ class Store:
         merges = 0
         while True:
             scan = self.scan(sweep)
-            group = tier_group(self._sizes(sweep, scan))
+            group = tier_group(self._sizes(sweep, scan), fanout, max_rows)
             if group is None:
                 return merges
             self._merge(sweep, scan, group)

@@ -1,0 +1,96 @@
+"""Merging a sweep's files as it is written (`Store.merge_tiers`): which files merge, and the
+readers that follow a merge without reading again what they had (the cell summary, the
+dashboard's trials)."""
+
+from __future__ import annotations
+
+import pyarrow.fs as pafs
+import synthetic_stores as synthetic
+
+from analysis.dashboard.data import SweepView
+from sweeper.results import Store
+from sweeper.results.store import size_class, tier_group, whole_groups
+from sweeper.results.summary import CellSummary, current_summary, read_summary
+
+LOCAL = pafs.LocalFileSystem()
+
+
+def test_size_classes_are_powers_of_the_fanout():
+    assert [size_class(r, 8) for r in (0, 1, 7, 8, 63, 64, 511, 512)] == [0, 0, 0, 1, 1, 2, 2, 3]
+
+
+def test_a_tier_merges_once_it_holds_fanout_files_smallest_first():
+    sizes = {f"p{i}": 10 for i in range(7)}
+    assert tier_group(sizes, fanout=8, max_rows=10**6) is None  # seven: not yet
+    sizes["p7"] = 12
+    assert tier_group(sizes, fanout=8, max_rows=10**6) == [f"p{i}" for i in range(8)]
+    sizes.update({"big": 600, "big2": 700})  # another class, of two: left alone
+    assert set(tier_group(sizes, fanout=8, max_rows=10**6)) == {f"p{i}" for i in range(8)}
+
+
+def test_no_merge_reads_more_than_its_row_bound():
+    sizes = {f"p{i}": 300 for i in range(8)}
+    group = tier_group(sizes, fanout=8, max_rows=1000)
+    assert group is not None and sum(sizes[n] for n in group) <= 1000 and len(group) == 3
+    assert tier_group({"a": 600, "b": 600}, fanout=2, max_rows=1000) is None  # whole files
+    assert whole_groups({"a": 600, "b": 600, "c": 300}, max_rows=1000) == [["a"], ["b", "c"]]
+
+
+def test_a_merged_store_counts_as_the_same_store_in_packs(tmp_path):
+    grid = dict(cooccurrence=(0.0, 0.5, 1.0), hardness=(0.0, 1.0), heads=(1, 2), seeds=3,
+                pack_size=2)
+    plain = synthetic.write_copy_sweep(tmp_path / "a", "s", **grid)
+    merged = synthetic.write_copy_sweep(tmp_path / "b", "s", merge=True, **grid)
+    store = Store.open(str(tmp_path / "b"))
+    scan = store.scan("s")
+    assert len(scan.files["trials"]) < len(list((plain / "trials").glob("part-*")))
+    names = [p.rsplit("/", 1)[1] for p in scan.files["trials"]]
+    # the writer's summary covers packs; every merged file holds some of them: no rebuild
+    whole = read_summary(LOCAL, str(merged))
+    same, changed = current_summary(LOCAL, str(merged), names, whole, packs=scan.packs)
+    assert not changed and same.trials == read_summary(LOCAL, str(plain)).trials
+    # a summary that lacks some packs of a merged file reads those packs' rows only
+    some = sorted(whole.files)[: len(whole.files) // 2]
+    reads: list[list[str]] = []
+
+    def read_trials(files):
+        reads.append(list(files))
+        from sweeper.results.summary import read_trial_files
+
+        return read_trial_files(LOCAL, str(merged), files)
+
+    lagging = CellSummary.empty()
+    lagging.add(read_trial_files_of(merged, names, set(some)), some)
+    caught, changed = current_summary(LOCAL, str(merged), names, lagging, read_trials,
+                                      packs=scan.packs)
+    assert changed and caught.trials == whole.trials and caught.files == whole.files
+    counts = ["n_trials", "ok", "failed"]
+    key = [c for c in whole.cells.columns if c.startswith(("task.", "model.", "train."))]
+    assert (caught.cells.sort_values(key)[counts].to_numpy()
+            == whole.cells.sort_values(key)[counts].to_numpy()).all()
+
+
+def read_trial_files_of(folder, names, packs):
+    from sweeper.results.layout import part_name
+    from sweeper.results.summary import read_trial_files
+
+    rows = read_trial_files(LOCAL, str(folder), names)
+    return rows[rows["pack_id"].map(part_name).isin(packs)]
+
+
+def test_the_dashboard_follows_merges_without_reading_its_trials_again(tmp_path, monkeypatch):
+    grid = dict(cooccurrence=(0.0, 1.0), hardness=(0.0,), heads=(1,), seeds=4, pack_size=1)
+    folder = synthetic.write_copy_sweep(tmp_path, "s", **grid)
+    view = SweepView(LOCAL, str(tmp_path), "s")
+    before = view.trials()
+    store = Store.open(str(tmp_path))
+    assert store.merge_tiers("s", grace_s=0, fanout=2) > 0  # every file replaced
+    import analysis.dashboard.data as data
+
+    def no_reads(*args, **kwargs):
+        raise AssertionError("read its trials again")
+
+    monkeypatch.setattr(data, "read_trial_files", no_reads)
+    assert len(view.trials()) == len(before) == 8
+    view.refresh()
+    assert view.summary.trials == 8 and (folder / "trials").exists()
