@@ -9,7 +9,7 @@ Nothing here draws; `analysis.plots` does.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,8 +82,9 @@ class PhaseDiagram:
     the observed p, p_low, p_high; excess = p - p_lottery (NaN unless both cells have
     min_seeds seeds); the exact unconditional lottery test (sweeper.results.stats.
     compare_lottery): p_value, power against a difference of 0.2, needed (seeds a cell for
-    that power, where it cannot tell) and verdict ("beyond lottery", "below lottery", "as lottery" only with the
-    power to have seen otherwise, else "cannot tell: needs >= N seeds"); beyond_lottery and
+    that power, where it cannot tell) and verdict ("beyond lottery", "below lottery", "as
+    lottery" only with the power to have seen otherwise, else "cannot tell: needs >= N
+    seeds"); computed when first asked for; beyond_lottery and
     below_lottery: the test rejected, in that direction (false unless both cells have
     min_seeds seeds). Empty (no rows) for any other facet, or none.
     trial_regimes: which solution the seeds of each cell found, from the category outcome the
@@ -117,11 +118,22 @@ class PhaseDiagram:
     pooled: list[str] = field(default_factory=list)
     excluded: dict[str, int] = field(default_factory=dict)
     sampling: Sampling | None = None  # a boundary search's view (`phase_from_results`)
-    lottery: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LOTTERY_COLUMNS))
+    # the lottery table, or how to compute it (`lottery`)
+    _lottery: pd.DataFrame | Callable[[], pd.DataFrame] | None = field(default=None, repr=False)
     trial_regimes: pd.DataFrame = field(default_factory=pd.DataFrame)
     regime_column: str | None = None
     regime_codes: dict[str, str] = field(default_factory=dict)
     bins: dict[str, AxisBins] = field(default_factory=dict)
+
+    @property
+    def lottery(self) -> pd.DataFrame:
+        """The lottery table (the class doc), computed when first asked: its exact tests cost
+        seconds where cells hold hundreds of seeds, and most views never show it."""
+        if self._lottery is None:
+            self._lottery = pd.DataFrame(columns=LOTTERY_COLUMNS)
+        elif callable(self._lottery):
+            self._lottery = self._lottery()
+        return self._lottery
 
     def success_text(self) -> str:
         """What counts as success here, e.g. "attention learned: best head's attention
@@ -666,16 +678,19 @@ def _assemble(stats: pd.DataFrame, keys: list[str], values: list[list], x: str, 
         marks = cells[[_FACET, "ix", "iy"]].merge(hit.assign(_hit=True), how="left")["_hit"]
         cells["recovered"] = marks.fillna(False).astype(bool).to_numpy()
     boundary = _boundary(cells, level, min_seeds)
-    lottery = (_lottery(cells, values[0], min_seeds)
-               if facet and is_head_axis(facet, values[0]) and len(values[0]) > 1
-               else _no_lottery(facet))
+    def lottery() -> pd.DataFrame:
+        table = (_lottery(cells, values[0], min_seeds)
+                 if facet and is_head_axis(facet, values[0]) and len(values[0]) > 1
+                 else _no_lottery(facet))
+        return _rename(table, x, y, facet)
+
     return PhaseDiagram(
         x=x, y=y, facet=facet, x_values=values[1], y_values=values[2],
         facet_values=values[0] if facet else [None], base=base if facet else None,
         cells=_rename(cells, x, y, facet), recovery=_rename(recovery, x, y, facet),
         boundary=_rename(boundary, x, y, facet), level=level, confidence=confidence,
         min_seeds=min_seeds, accuracy_threshold=accuracy_threshold, outcome=outcome,
-        pooled=pooled, excluded=excluded, lottery=_rename(lottery, x, y, facet))
+        pooled=pooled, excluded=excluded, _lottery=lottery)
 
 
 def phase_from_summary(summary: pd.DataFrame, x: str, y: str, facet: str | None = None, *,

@@ -493,9 +493,11 @@ def parse_sweep(text: str) -> SweepFile:
     return sweep
 
 
-# Planning costs ~0.2 ms per trial on one core: 100,000 trials plan in ~20 s. A larger study is
+# Planning costs ~6 us and ~350 bytes a trial (a cell's config is built once, its seeds put
+# into its text: `TrialSpec.with_seed`): 1,000,000 trials plan in ~7 s and ~350 MB on one core
+# (benchmarks/scale.py, docs/scaling.md). The bound is the driver's memory: past it, a study is
 # several sweep files (or an adaptive search, whose budget is its trials).
-MAX_TRIALS = 100_000
+MAX_TRIALS = 1_000_000
 
 
 def _check_trial_count(axes: tuple[Axis, ...], seeds: tuple[int, ...], search: Search) -> None:
@@ -506,4 +508,5 @@ def _check_trial_count(axes: tuple[Axis, ...], seeds: tuple[int, ...], search: S
     total = cells * len(seeds)
     if total > MAX_TRIALS:
         raise SweepFileError(f"axes: {how} x {len(seeds)} seeds = {total:,} trials; allowed: up "
-                             f"to {MAX_TRIALS:,} per sweep file (split it into several sweeps)")
+                             f"to {MAX_TRIALS:,} per sweep file, what one driver plans in memory "
+                             "(split it into several sweeps)")

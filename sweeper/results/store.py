@@ -9,10 +9,12 @@ The contract (every backend keeps it; `tests/test_store_contract.py` checks each
   single put on object stores. A reader never sees half a file.
 - A trial id is stored at most once: `write_pack` is called by one writer per sweep (the
   driver's `Recorder`), which skips ids already stored.
-- `compact()` merges every committed file into one pair; the new trials file names the files it
-  replaces in its metadata, so a crash in the middle is finished by `recover()` without losing
-  or doubling a row. `recover()` also deletes orphaned trajectories and temporary files, and
-  moves damaged and foreign files (`conformance`) to the sweep's `quarantine/`.
+- Merges (`merge_tiers` beside readers, by the writer as it writes; `compact()` under the
+  lease) write a merged pair whose trials file names the files it replaces in its metadata, so
+  a crash in the middle loses and doubles no row; `merge_tiers` leaves the inputs a grace
+  period for readers that listed them, `recover()` and `compact()` delete them at once.
+  `recover()` also deletes orphaned trajectories and temporary files, and moves damaged and
+  foreign files (`conformance`) to the sweep's `quarantine/`.
 - Every file carries `sweeper.schema_version` (the tables' version) and `sweeper.provenance`
   (package versions, host, time, git commit and dirty flag) in its Parquet metadata.
 

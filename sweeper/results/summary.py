@@ -8,12 +8,13 @@ successes' steps. Any coarser cell (a pair of axes and a facet, pooled over the 
 of these rows, so a phase diagram for any axes comes from this one small file
 (`analysis.phase.phase_from_summary`), by the one counting rule of `sweeper.results.cells`.
 
-Its writer is the sweep's single writer (`sweeper.recording.Recorder`): after each pack's trials
-file is committed it adds the pack's rows and writes the file whole (temporary name and rename,
-or one put). The file's metadata names the trials files it covers, so a reader can tell
-whether it is current: committed files it does not cover (a crash between the pack and the
-summary, a store written by an older sweeper) are read and added; a covered file that is gone
-(compaction, quarantine) makes the reader rebuild it from the trials table
+Its writer is the sweep's single writer (`sweeper.recording.Recorder`, `SummaryWriter`): each
+committed pack's counts are kept aside, folded in and written whole (temporary name and rename,
+or one put) at most every SUMMARY_EVERY_S and at the run's end. The file's metadata names the
+packs it covers (by their files' names; a merged file holds the packs its metadata lists), so
+a reader can tell whether it is current: the rows of packs it does not cover (a summary a few
+seconds behind, a crash, a store written by an older sweeper) are read and added; a covered
+pack that is gone (quarantine) makes the reader rebuild it from the trials table
 (`current_summary`). Trajectories are never read for it.
 
 `RESULTS/<sweep>/progress.json` is the running driver's view (throttled, written whole): trials
