@@ -453,7 +453,18 @@ def load(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *
     trajectories columns (``'step >= 100'``) select trajectory rows. columns: the columns to
     read, from either table (trial_id, sweep and step always come along). trial_ids: read only
     these trials. Unknown columns raise AnalysisInputError listing the available ones.
+    A file a merge replaced that is deleted while this reads (a running sweep's merges, the
+    run's end) makes it list the sweeps again, once.
     """
+    if trial_ids is not None and not isinstance(trial_ids, (str, bytes)):
+        trial_ids = list(trial_ids)  # read twice if it must list again
+    try:
+        return _load(results, sweep, where, columns, trial_ids, filesystem)
+    except FileNotFoundError:
+        return _load(results, sweep, where, columns, trial_ids, filesystem)
+
+
+def _load(results, sweep, where, columns, trial_ids, filesystem) -> Results:
     sweeps = open_sweeps(results, sweep, filesystem)
     trial_schema = _unify([file_schema(s, s.files["trials"]) for s in sweeps])
     trial_names = set(trial_schema.names) | {"sweep"}

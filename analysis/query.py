@@ -229,8 +229,16 @@ def default_columns(res) -> list[str]:
 
 def _swept(trials: pd.DataFrame) -> list[str]:
     """The sweep's axes as stored: config columns with more than one value in the sweep."""
-    return [c for c in trials.columns if c.startswith(CONFIG_GROUPS)
-            and trials[c].astype(str).nunique(dropna=False) > 1]
+    return [c for c in trials.columns if c.startswith(CONFIG_GROUPS) and _varies(trials[c])]
+
+
+def _varies(column: pd.Series) -> bool:
+    """More than one value (null counted as one); values that cannot be hashed by their
+    text."""
+    try:
+        return column.nunique(dropna=False) > 1
+    except TypeError:
+        return column.astype(str).nunique(dropna=False) > 1
 
 
 def _in_context(frame: pd.DataFrame, swept: Sequence[str], asked: Sequence[str] | None,

@@ -191,6 +191,11 @@ class Recorder:
         self.progress.close()
         if self.summary is not None:
             self._quietly(self.summary.write)  # the packs added since its last write
+        if self.written:  # a finished sweep's folder holds no merge's inputs (a glob of it
+            # would count them twice): a reader that listed them just now finds them gone
+            # and lists again (`Store.read`)
+            self._quietly(lambda: self.store.delete_replaced(self.sweep),
+                          "could not delete the files merges replaced")
         self.packs.clear()
         self.progress.running = 0
         self.write_progress(force=True, state="interrupted" if interrupted else "finished")

@@ -178,3 +178,20 @@ def test_each_tune_step_keeps_the_drivers_progress_file_fresh_at_most_every_hear
     recorder._progress_at -= HEARTBEAT_S  # HEARTBEAT_S later
     callback.on_step_end(2, [])
     assert os.path.exists(path)
+
+
+def test_a_stored_packs_tune_trial_keeps_no_trajectories(driver):
+    """Tune keeps every finished trial's last result (in the driver and its experiment
+    state): once the pack is stored, that is a small report, not the pack's trajectories."""
+    from ray.tune.experiment import Trial as TuneTrial
+
+    searcher, callback, store, progress, specs = driver
+    searcher.suggest("t0")
+    trial = TuneTrial("pack", stub=True, trial_id="t0")
+    callback.on_trial_start(0, [], trial)
+    report = final("t0", searcher.packs["t0"])
+    trial.update_last_result(report)  # as Tune does before its callbacks
+    callback.on_trial_result(0, [], trial, report)
+    callback.on_trial_complete(0, [], trial)
+    assert "results" not in trial.last_result and trial.last_result["node_id"] == "n1"
+    assert len(store.read("tiny", "trajectories")) > 0  # stored first

@@ -117,7 +117,7 @@ class SweepView:
         self._warming: threading.Thread | None = None
         self.trials_lock = threading.Lock()
         self._manifest_at = 0.0
-        self._table: tuple[tuple, dict] | None = None  # the last trials table asked for
+        self._table: tuple[tuple, pd.DataFrame] | None = None  # the last table asked for
 
     # ---------------------------------------------------------------- keeping up
     def committed(self) -> list[str]:
@@ -424,16 +424,24 @@ class SweepView:
         columns `sweeper query` prints by default (`query_frame(columns=DEFAULT)`), sorted by
         the swept columns and seed, or by `sort`: `limit` rows from `offset` of the `matched`
         ones (a page: a sweep of thousands of trials is not sent whole at every pack)."""
-        whole = self._whole_table(where, sort, descending)
-        return {**whole, "rows": whole["rows"][offset:offset + limit], "offset": offset,
-                "limit": limit, "matched": len(whole["rows"])}
+        frame = self._whole_table(where, sort, descending)
+        if frame is None:
+            return {"columns": [], "rows": [], "total": 0, "revision": self.revision,
+                    "offset": offset, "limit": limit, "matched": 0}
+        page = frame.iloc[offset:offset + limit]  # only the page is turned into JSON
+        return {**plain({"columns": list(frame.columns), "total": self.summary_trials(),
+                         "rows": page.to_numpy(dtype=object).tolist(),
+                         "revision": self.revision}),
+                "offset": offset, "limit": limit, "matched": len(frame)}
 
-    def _whole_table(self, where: str | None, sort: str | None, descending: bool) -> dict:
+    def _whole_table(self, where: str | None, sort: str | None,
+                     descending: bool) -> pd.DataFrame | None:
+        """Every matching row, sorted, kept for the next page of the same question."""
         from ..query import DEFAULT, query_frame
 
         self.refresh()
         if not self.names:
-            return {"columns": [], "rows": [], "total": 0, "revision": self.revision}
+            return None
         key = (self.revision, where, sort, descending)
         if self._table is not None and self._table[0] == key:  # the page asks again per pack
             return self._table[1]
@@ -445,11 +453,8 @@ class SweepView:
                                          f"{', '.join(frame.columns)}")
             frame = frame.sort_values(sort, ascending=not descending, kind="stable",
                                       na_position="last", ignore_index=True)
-        table = plain({"columns": list(frame.columns), "total": self.summary_trials(),
-                       "rows": frame.to_numpy(dtype=object).tolist(),
-                       "revision": self.revision})
-        self._table = (key, table)
-        return table
+        self._table = (key, frame)
+        return frame
 
     def summary_trials(self) -> int:
         cells = self.summary.cells if self.summary is not None else pd.DataFrame()

@@ -423,15 +423,23 @@ class Store:
     def read(self, sweep: str, table: str, columns: list[str] | None = None,
              filter: ds.Expression | None = None) -> pa.Table | None:
         """A table's committed rows (of trials: without the failed rows a later attempt
-        superseded)."""
-        scan = self.scan(sweep)
-        if not scan.files[table]:
-            return None
-        data = self._dataset(scan, table)
-        if table == "trials":
-            gone = without_superseded(scan.superseded)
-            filter = gone if filter is None else (gone & filter if gone is not None else filter)
-        return data.to_table(columns=columns, filter=filter)
+        superseded). A file a merge replaced that is deleted while this reads (its grace
+        period over, or the run's end) makes it list the folder again, once."""
+        for attempt in (1, 2):
+            scan = self.scan(sweep)
+            if not scan.files[table]:
+                return None
+            data = self._dataset(scan, table)
+            where = filter
+            if table == "trials":
+                gone = without_superseded(scan.superseded)
+                where = gone if where is None else (gone & where if gone is not None else where)
+            try:
+                return data.to_table(columns=columns, filter=where)
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def stored_ids(self, sweep: str) -> set[str]:
         """Trial ids stored, whatever their status (failed included)."""
