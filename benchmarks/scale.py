@@ -315,18 +315,20 @@ def real_sweep(root: Path, trials: int) -> dict:
                               cwd=REPO)
     samples = []
     while driver.poll() is None:
-        time.sleep(2.0)
-        stored = _stored(results / "tiny")
-        samples.append((stored, _resident_mb(driver.pid)))
+        time.sleep(1.0)
+        stored, resident = _stored(results / "tiny"), _resident_mb(driver.pid)
+        if resident > 0:  # not after it exited (a zombie has none)
+            samples.append((stored, resident))
     out, err = driver.communicate()
     if driver.returncode != 0:
         raise RuntimeError(err[-2000:])
     wall = time.perf_counter() - start
     total = 16 * seeds
     quarter = next((mb for n, mb in samples if n >= total / 4), float("nan"))
-    last = samples[-1][1] if samples else float("nan")
+    last_n, last = samples[-1] if samples else (0, float("nan"))
     return {"trials": total, "wall": wall, "per_trial_ms": 1000 * wall / total,
-            "driver_mb_quarter": quarter, "driver_mb_end": last}
+            "driver_mb_quarter": quarter, "driver_mb_end": last, "stored_at_end": last_n,
+            "driver_mb_peak": max((mb for _, mb in samples), default=float("nan"))}
 
 
 def _stored(folder: Path) -> int:
@@ -381,9 +383,14 @@ def main() -> int:
                         help="packs the bookkeeping measurement adds")
     parser.add_argument("--sweep-trials", type=int, default=2000,
                         help="a real tiny sweep on embedded Ray of this many trials (0: none)")
+    parser.add_argument("--sweep-only", action="store_true",
+                        help="only the real sweep (no stores, no readers)")
     args = parser.parse_args()
+    if args.sweep_only:
+        args.sizes = []
     sizes = sorted(args.sizes)
     root = Path(args.root or tempfile.mkdtemp(prefix="sweeper-scale-"))
+    root.mkdir(parents=True, exist_ok=True)
     print(f"CPU: {_cpu()}; {os.cpu_count()} cores; Python {platform.python_version()}")
     rows: dict[int, dict[str, dict]] = {}
     try:
@@ -410,17 +417,19 @@ def main() -> int:
             print(f"  compact (a copy)         {packed['wall']:7.2f} s  {packed['mb']:.0f} MB",
                   flush=True)
             rows[n]["compact"] = packed
-        live = readers_while_writing(root / f"n{sizes[-1]}", sizes[-1], args.repeat)
-        print(f"\nN = {sizes[-1]:,} while a writer adds packs:")
-        for label, row in live.items():
-            print(f"  {label:<24} {row['wall']:7.2f} s", flush=True)
-        report(sizes, rows, live)
+        if sizes:
+            live = readers_while_writing(root / f"n{sizes[-1]}", sizes[-1], args.repeat)
+            print(f"\nN = {sizes[-1]:,} while a writer adds packs:")
+            for label, row in live.items():
+                print(f"  {label:<24} {row['wall']:7.2f} s", flush=True)
+            report(sizes, rows, live)
         if args.sweep_trials:
             sweep = real_sweep(root, args.sweep_trials)
             print(f"\nreal tiny sweep on embedded Ray: {sweep['trials']} trials in "
                   f"{sweep['wall']:.0f} s ({sweep['per_trial_ms']:.0f} ms a trial); driver "
                   f"resident {sweep['driver_mb_quarter']:.0f} MB at a quarter, "
-                  f"{sweep['driver_mb_end']:.0f} MB at the end")
+                  f"{sweep['driver_mb_end']:.0f} MB with {sweep['stored_at_end']} stored "
+                  f"(peak {sweep['driver_mb_peak']:.0f} MB)")
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

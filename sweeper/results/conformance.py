@@ -101,12 +101,13 @@ class Footer:
         lists = all(_is_text_list(metadata.get(key, b"[]")) for key in LIST_KEYS)
         shape = (signature(schema), SWEEPER_KEY in metadata, lists)
         types = tuple((f.name, str(f.type)) for f in schema)
-        plain = _SCHEMAS.setdefault(types, schema.remove_metadata())
+        types, plain = _SCHEMAS.setdefault(types, (types, schema.remove_metadata()))
         kept = {k: v for k, v in metadata.items() if k.startswith(b"sweeper.")}
         return cls(plain.with_metadata(kept) if kept else plain, shape, types, rows)
 
 
-_SCHEMAS: dict[tuple[tuple[str, str], ...], pa.Schema] = {}  # by types: shared columns
+# by types: one copy of the types and of the columns for every file that has them
+_SCHEMAS: dict[tuple[tuple[str, str], ...], tuple[tuple[tuple[str, str], ...], pa.Schema]] = {}
 
 
 def file_problem(schema: pa.Schema, table: str) -> str | None:

@@ -114,6 +114,7 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, Footer] | N
     file when it reads it (`conforming` again): an analysis of one trial reads one file."""
     checked = {} if checked is None else checked
     names = {t: part_files(fs, f"{folder}/{t}") for t in TABLES}
+    _forget_gone(checked, folder, names)
     damaged: dict[str, str] = {}
     trials = conforming(fs, {f"{folder}/trials/{n}": size for n, size in names["trials"].items()},
                         "trials", checked, damaged)
@@ -134,6 +135,15 @@ def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, Footer] | N
     packs = {n: pack_names(n, metadata[n]) for n in chosen["trials"] if n not in lost}
     return FolderScan(kept, damaged, superseded, schemas, packs,
                       {p: f for found in footers.values() for p, f in found.items()})
+
+
+def _forget_gone(checked: dict[str, Footer], folder: str,
+                 names: Mapping[str, Mapping[str, int]]) -> None:
+    """Drop the footers kept of this folder's files that are gone (merged, quarantined): a
+    long run's cache holds what is on disk, not every file it ever saw."""
+    here = {f"{folder}/{t}/{n}:{size}" for t, files in names.items() for n, size in files.items()}
+    for key in [k for k in checked if k.startswith(f"{folder}/") and k not in here]:
+        del checked[key]
 
 
 def pack_names(name: str, metadata: Mapping[bytes, bytes]) -> frozenset[str]:
