@@ -189,10 +189,26 @@ def item_maxima(trajectories: pd.DataFrame, keys: list[str], metric: str) -> pd.
     """Each item's (head's) largest value of a per-item metric over a trial's steps, indexed
     by (keys..., head), heads numbered in the order the metric lists them."""
     rows = trajectories[[*keys, metric]].dropna(subset=[metric])
-    heads = rows.explode(metric)
-    heads["head"] = heads.groupby(level=0).cumcount()
-    heads["value"] = pd.to_numeric(heads[metric], errors="coerce")
-    return heads.groupby([*keys, "head"], sort=False)["value"].max()
+    lists = rows[metric].to_numpy()
+    lengths = np.fromiter((len(v) for v in lists), dtype=np.int64, count=len(lists))
+    if len(lists) == 0 or lengths.sum() == 0:
+        return pd.Series([], dtype=float, index=pd.MultiIndex.from_arrays(
+            [[] for _ in (*keys, "head")], names=[*keys, "head"]))
+    try:  # Arrow's lists of numbers (numpy arrays; None in them: NaN)
+        values = np.concatenate(list(lists)).astype(float)
+    except (TypeError, ValueError):  # anything else, value by value as a number or NaN
+        flat = np.concatenate([np.asarray(v, dtype=object) for v in lists if len(v)])
+        values = pd.to_numeric(pd.Series(flat), errors="coerce").to_numpy(dtype=float)
+    trial = rows.groupby(keys, sort=False).ngroup().to_numpy()  # each row's trial, 0, 1, ...
+    row = np.repeat(np.arange(len(lists)), lengths)  # each value's row, then its head number
+    head = np.arange(len(values)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    width = int(head.max()) + 1
+    best = pd.Series(values).groupby(trial[row] * width + head, sort=False).max()  # int keys
+    firsts = rows.drop_duplicates(keys)  # the trials, in the order ngroup numbered them
+    index = pd.MultiIndex.from_arrays(
+        [*(firsts[k].to_numpy()[best.index // width] for k in keys), best.index % width],
+        names=[*keys, "head"])
+    return pd.Series(best.to_numpy(), index=index, name="value")
 
 
 _COMPARE = {">=": np.greater_equal, ">": np.greater, "<": np.less, "<=": np.less_equal,
