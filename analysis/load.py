@@ -377,6 +377,19 @@ class Results:
 
     def _read_sweep(self, sweep: Sweep, packs: pd.DataFrame | None,
                     columns: Sequence[str] | None, node: where_lang.Node | None) -> pa.Table:
+        """One sweep's trajectory rows; when a file listed at `load()` is gone (merged into
+        another since, while the sweep runs or at its end), the sweep is listed again."""
+        try:
+            return self._read_sweep_once(sweep, packs, columns, node)
+        except FileNotFoundError:
+            scan = _scan(sweep.filesystem, sweep.path)
+            sweep.files = {t: list(paths) for t, paths in scan.files.items()}
+            sweep._accepted = set()
+            return self._read_sweep_once(sweep, packs, columns, node)
+
+    def _read_sweep_once(self, sweep: Sweep, packs: pd.DataFrame | None,
+                         columns: Sequence[str] | None,
+                         node: where_lang.Node | None) -> pa.Table:
         paths, ids = sweep.files["trajectories"], None
         if packs is not None:
             mine = packs[packs["sweep"] == sweep.name]

@@ -234,12 +234,13 @@ class Recorder:
         fresh = [r for r in results if r.trial_id not in self.stored
                  and not (r.status == "failed" and r.trial_id in self.retried)]
         if fresh:
-            pack = self.store.write_pack(self.sweep, fresh, attempts, node_id,
-                                         [r.trial_id for r in fresh if r.trial_id in self.retried])
+            again = [r.trial_id for r in fresh if r.trial_id in self.retried]
+            pack = self.store.write_pack(self.sweep, fresh, attempts, node_id, again)
             self.stored.update(r.trial_id for r in fresh)
             self.written += len(fresh)
             self.shared += sum(r.shared_with is not None for r in fresh)
-            self._quietly(lambda: self._summary().add(pack, fresh, attempts, node_id))
+            self._quietly(lambda: self._summary().add(pack, fresh, attempts, node_id,
+                                                      supersedes=again))
             self._quietly(lambda: self.store.merge_tiers(self.sweep),
                           "could not merge the sweep's files (readers open more of them)")
         for r in fresh:

@@ -94,3 +94,37 @@ def test_the_dashboard_follows_merges_without_reading_its_trials_again(tmp_path,
     assert len(view.trials()) == len(before) == 8
     view.refresh()
     assert view.summary.trials == 8 and (folder / "trials").exists()
+
+
+def test_a_reader_that_listed_a_merges_inputs_before_they_went_lists_again(tmp_path,
+                                                                          monkeypatch):
+    import sweeper.results.store as store_module
+
+    import analysis
+
+    grid = dict(cooccurrence=(0.0, 1.0), hardness=(0.0,), heads=(1,), seeds=4, pack_size=1)
+    listed = store_module.part_files
+    readers = {"store": lambda root: Store.open(str(root)).read("s", "trials").num_rows,
+               "load": lambda root: len(analysis.load(root, "s").trials)}
+    for name, read in readers.items():
+        root = tmp_path / name
+        synthetic.write_copy_sweep(root, "s", **grid)
+        writer = Store.open(str(root))
+
+        def racing(fs, folder, writer=writer):  # the writer merges and deletes between a
+            found = listed(fs, folder)  # listing and the reads that follow it
+            if folder.endswith("/trials") and not racing.done:
+                racing.done = True
+                assert writer.merge_tiers("s", grace_s=0, fanout=2) > 0
+                writer.delete_replaced("s")
+            return found
+
+        racing.done = False
+        monkeypatch.setattr(store_module, "part_files", racing)
+        assert read(root) == 8 and racing.done
+        monkeypatch.setattr(store_module, "part_files", listed)
+    root = tmp_path / "lazy"
+    synthetic.write_copy_sweep(root, "s", **grid)
+    res = analysis.load(root, "s")
+    Store.open(str(root)).compact("s")  # the files load() listed are gone when read
+    assert res.trajectories["trial_id"].nunique() == 8

@@ -213,3 +213,40 @@ def test_a_merge_keeps_the_failed_rows_a_retry_superseded_out(store, specs):
     store.merge_tiers(SWEEP, grace_s=0, fanout=2)  # the retry merged with another pack
     assert len(store.files(SWEEP, "trials")) == 2
     assert [r["status"] for r in _read(store, "trials")] == ["ok"] * 6
+
+
+def test_merges_of_merges_never_count_a_row_twice_whichever_file_goes_first(store, specs):
+    """A merged file names every file it replaces through the merges it merged, so deleting a
+    middle merge before its inputs (a crash, recovery) counts none of them again."""
+    for spec in specs:
+        store.write_pack(SWEEP, fake_results([spec]))
+        store.merge_tiers(SWEEP, grace_s=3600, fanout=2)  # every input kept on disk
+    kept = _on_disk(store, "trials") - {p.rsplit("/", 1)[1] for p in store.files(SWEEP,
+                                                                               "trials")}
+    for name in sorted(kept):  # in name order: middle merges (part-compact-*) first
+        for table in ("trials", "trajectories"):
+            store.fs.delete_file(store.path(SWEEP, table, name))
+        assert len(_read(store, "trials")) == len(specs)
+    store.recover(SWEEP)
+    assert store.compact(SWEEP)[1] == len(specs)
+
+
+def test_a_failed_pack_retried_after_merges_counts_in_the_store_and_its_summary(store, specs):
+    from sweeper.results.summary import SummaryWriter
+
+    failed = store.write_pack(SWEEP, [TrialResult.failed(s, "boom") for s in specs[:2]])
+    for i in range(2, 8, 2):
+        store.write_pack(SWEEP, fake_results(specs[i:i + 2]))
+        store.merge_tiers(SWEEP, grace_s=0, fanout=2)
+    store.delete_replaced(SWEEP)
+    SummaryWriter(store, SWEEP).write()  # the first run's summary
+    writer = SummaryWriter(store, SWEEP, every_s=0)  # the next run retries the failed trials
+    again = store.write_pack(SWEEP, fake_results(specs[:2]),
+                             supersedes=[s.trial_id for s in specs[:2]])
+    writer.add(again, fake_results(specs[:2]), supersedes=[s.trial_id for s in specs[:2]])
+    writer.write()
+    assert again != failed
+    assert store.status_counts(SWEEP) == {"ok": 8}
+    cells = writer.summary.cells
+    assert (int(cells["ok"].sum()), int(cells["failed"].sum()), int(cells["n_trials"].sum())) \
+        == (8, 0, 8)

@@ -39,6 +39,7 @@ from sweeper.results.reading import (
 from sweeper.results.store import conforming, scan_folder
 from sweeper.results.summary import (
     CellSummary,
+    current_rows,
     current_summary,
     manifest_progress,
     outcome_columns,
@@ -109,6 +110,7 @@ class SweepView:
         self.summary: CellSummary | None = None
         self.names: tuple[str, ...] | None = None  # committed trials files the summary covers
         self.packs: dict[str, frozenset[str]] = {}  # the packs each of them holds
+        self.superseded: frozenset[str] = frozenset()  # failed trials stored again
         self.revision = 0
         self._checked: dict[str, Footer] = {}  # footers read (files are immutable)
         self._trials: pd.DataFrame | None = None
@@ -128,6 +130,7 @@ class SweepView:
         for path, why in scan.damaged.items():
             warn_damaged(path, why)
         self.packs = scan.packs  # what each file holds: a merged file, the packs it merged
+        self.superseded = scan.superseded
         return [path.rsplit("/", 1)[1] for path in scan.files["trials"]]
 
     def trajectory_footers(self, names: Iterable[str]) -> dict[str, Footer]:
@@ -142,6 +145,14 @@ class SweepView:
         return readable
 
     def refresh(self) -> int:
+        """`_refresh`, listed again when a file listed is gone before it is read (a merge's
+        input deleted meanwhile)."""
+        try:
+            return self._refresh()
+        except FileNotFoundError:
+            return self._refresh()
+
+    def _refresh(self) -> int:
         """Bring the summary up to date (one listing when nothing landed); returns the
         revision, which changes whenever a pack has landed. The writer's cells.parquet is read
         when it changed; trials files it does not cover yet are read and added."""
@@ -157,7 +168,8 @@ class SweepView:
                 base = max((s for s in (mine, theirs) if s is not None),
                            key=lambda s: len(s.files), default=None)
                 self.summary, _ = current_summary(self.fs, self.folder, names, base,
-                                                  packs=self.packs)
+                                                  packs=self.packs,
+                                                  superseded=self.superseded)
                 self.names = names
                 self.revision += 1
             return self.revision
@@ -170,7 +182,14 @@ class SweepView:
         return self._manifest
 
     def trials(self) -> pd.DataFrame:
-        """Every stored trial (all columns), grown by the files that landed since last time."""
+        """Every stored trial (all columns), grown by the files that landed since last time
+        (listed again when a file listed is gone before it is read)."""
+        try:
+            return self._trials_now()
+        except FileNotFoundError:
+            return self._trials_now()
+
+    def _trials_now(self) -> pd.DataFrame:
         with self.trials_lock:
             names = self.committed()
             holds = {n: self.packs.get(n) or frozenset((n,)) for n in names}
@@ -184,7 +203,7 @@ class SweepView:
                 new = rows_of_packs(read, holds, packs - self._trial_packs)
                 self._trials = pd.concat([self._trials, new], ignore_index=True)
             self._trial_packs = set(packs)
-            return self._trials
+            return current_rows(self._trials, self.superseded)  # as every reader counts
 
     # ---------------------------------------------------------------- what is shown
     def outcome(self) -> str:

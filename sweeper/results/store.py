@@ -106,6 +106,19 @@ class FolderScan:
 
 def scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, Footer] | None = None,
                 trajectories: bool = True) -> FolderScan:
+    """`_scan_folder`, listed again when a file listed is gone before its footer is read (a
+    merge's input deleted meanwhile: the listing that follows holds what replaced it)."""
+    for attempt in range(3):
+        try:
+            return _scan_folder(fs, folder, checked, trajectories)
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _scan_folder(fs: pafs.FileSystem, folder: str, checked: dict[str, Footer] | None = None,
+                 trajectories: bool = True) -> FolderScan:
     """Apply the commit rule to a sweep folder, reading each trials file's footer (its schema,
     and metadata that says what a compacted file replaces) and each committed trajectories
     file's (`conforming`). Files are immutable, so `checked` remembers what was read: a store
@@ -171,6 +184,8 @@ def conforming(fs: pafs.FileSystem, files: Mapping[str, int | None], table: str,
                 else:
                     meta = pq.read_metadata(path, filesystem=fs)
                     checked[key] = Footer.of(meta.schema.to_arrow_schema(), meta.num_rows)
+            except FileNotFoundError:
+                raise  # listed, then gone (a merge's input deleted): the caller lists again
             except (pa.ArrowException, OSError, ValueError) as exc:
                 damaged[path] = _why(exc)
                 continue
@@ -343,8 +358,8 @@ class Store:
         named in the trials file's metadata, their failed rows stop counting once it commits.
         """
         pack = pack_id(r.trial_id for r in records)
-        if part_name(pack) in self.replaced_names(sweep):  # a retried pack a merge replaced:
-            pack = pack_id([*(r.trial_id for r in records), uuid.uuid4().hex])  # a new name
+        if part_name(pack) in self.taken_names(sweep):  # a retried pack: a name of its own
+            pack = pack_id([*(r.trial_id for r in records), uuid.uuid4().hex])
         extra = {"supersedes": json.dumps(sorted(supersedes))} if supersedes else None
         self._put_pair(sweep, part_name(pack), trajectories_table(records),
                        trials_table(records, sweep, pack, attempts, node_id), extra)
@@ -439,13 +454,12 @@ class Store:
             scan = self.scan(sweep)
             if not scan.files[table]:
                 return None
-            data = self._dataset(scan, table)
             where = filter
             if table == "trials":
                 gone = without_superseded(scan.superseded)
                 where = gone if where is None else (gone & where if gone is not None else where)
             try:
-                return data.to_table(columns=columns, filter=where)
+                return self._dataset(scan, table).to_table(columns=columns, filter=where)
             except FileNotFoundError:
                 if attempt == 2:
                     raise
@@ -480,6 +494,7 @@ class Store:
         move files that cannot be read (with their pack's other file) to `quarantine/`, so
         their packs count as not stored and the next run trains them again."""
         removed = self._quarantine(sweep)
+        removed += self.delete_replaced(sweep)  # merges' inputs, a merged file after its own
         names = {t: self._names(sweep, t) for t in TABLES}
         chosen = committed_files(names, lambda name: self._replaces(sweep, name))
         for table in TABLES:
@@ -591,7 +606,11 @@ class Store:
         metadata = [scan.footers[p].schema.metadata or {} for p in trials_paths]
         superseded = sorted({i for m in metadata
                              for i in json.loads(m.get(b"sweeper.supersedes", b"[]"))})
-        extra = {"replaces": json.dumps(sorted(names)),
+        # every file it replaces, through the merges it merges: whichever of them is deleted
+        # first (a crash, `recover`), the others never count again, and no pack is written
+        # again under one of their names (`write_pack`)
+        replaced = set(names).union(*(replaces(m) for m in metadata))
+        extra = {"replaces": json.dumps(sorted(replaced)),
                  "packs": json.dumps(sorted(set().union(*(scan.packs[n] for n in names))))}
         if superseded:
             extra["supersedes"] = json.dumps(superseded)
@@ -602,12 +621,15 @@ class Store:
                        {"replaces": extra["replaces"]}, group_rows)
         return name
 
-    def replaced_names(self, sweep: str) -> set[str]:
-        """The file names merged files on disk say they replace (a pack written under one of
-        them would not count)."""
+    def taken_names(self, sweep: str) -> set[str]:
+        """The trials file names a new pack may not take: those on disk (a failed pack retried
+        has the name of its first attempt: its file is kept, its rows superseded, and a cell
+        summary that covers the name would not count the new one) and those merged files on
+        disk say they replace (a pack written under one of them would not count)."""
         names = part_files(self.fs, self.path(sweep, "trials"))
-        return {r for n, size in names.items() if n.startswith(COMPACT_PREFIX)
-                for r in replaces(self._footer(self.path(sweep, "trials", n), size))}
+        return set(names) | {r for n, size in names.items() if n.startswith(COMPACT_PREFIX)
+                             for r in replaces(self._footer(self.path(sweep, "trials", n),
+                                                           size))}
 
     def _footer(self, path: str, size: int | None) -> Mapping[bytes, bytes]:
         """A file's footer metadata, read once (files are immutable)."""

@@ -150,6 +150,8 @@ class CellSummary:
 
     cells: pd.DataFrame
     files: set[str] = field(default_factory=set)
+    # trials whose failed row a later attempt superseded, taken out of the counts (`supersede`)
+    superseded: set[str] = field(default_factory=set)
 
     @classmethod
     def empty(cls) -> CellSummary:
@@ -158,6 +160,23 @@ class CellSummary:
     @property
     def trials(self) -> int:
         return int(self.cells["n_trials"].sum()) if len(self.cells) else 0
+
+    def supersede(self, ids: Iterable[str]) -> None:
+        """Take the failed rows of trials a later attempt stored out of the counts (once per
+        trial: `superseded`), as every reader of the trials does (`sweeper.results.store.
+        without_superseded`)."""
+        ids = set(ids) - self.superseded
+        if not ids or "trial_ids" not in self.cells.columns:
+            self.superseded |= ids
+            return
+        for i, listed in enumerate(self.cells["trial_ids"]):
+            gone = [t for t in listed if t in ids]
+            if gone:
+                self.cells.at[self.cells.index[i], "trial_ids"] = [t for t in listed
+                                                                   if t not in ids]
+                for column in ("n_trials", "failed"):
+                    self.cells.at[self.cells.index[i], column] -= len(gone)
+        self.superseded |= ids
 
     def add(self, trials: pd.DataFrame, files: Iterable[str]) -> None:
         """Add the rows of newly committed trials files (the packs they hold in `files`)."""
@@ -185,7 +204,7 @@ class CellSummary:
                 frame[column] = frame[column].astype("int64")
         table = pa.Table.from_pandas(frame, preserve_index=False)
         meta = {"version": SUMMARY_VERSION, "files": sorted(self.files),
-                "trials": self.trials,
+                "superseded": sorted(self.superseded), "trials": self.trials,
                 "updated": dt.datetime.now(dt.timezone.utc).isoformat()}
         return table.replace_schema_metadata({b"sweeper.summary": json.dumps(meta).encode()})
 
@@ -208,7 +227,8 @@ def read_summary(fs: pafs.FileSystem, folder: str) -> CellSummary | None:
         return None
     if meta.get("version") != SUMMARY_VERSION:
         return None
-    return CellSummary(to_frame(table), set(meta.get("files", [])))
+    return CellSummary(to_frame(table), set(meta.get("files", [])),
+                       set(meta.get("superseded", [])))
 
 
 def trial_file_names(fs: pafs.FileSystem, folder: str) -> set[str]:
@@ -218,15 +238,17 @@ def trial_file_names(fs: pafs.FileSystem, folder: str) -> set[str]:
 
 def current_summary(fs: pafs.FileSystem, folder: str, committed: Iterable[str],
                     summary: CellSummary | None = None, read_trials=None,
-                    packs: Mapping[str, frozenset[str]] | None = None
-                    ) -> tuple[CellSummary, bool]:
+                    packs: Mapping[str, frozenset[str]] | None = None,
+                    superseded: frozenset[str] = frozenset()) -> tuple[CellSummary, bool]:
     """The summary brought up to date with the committed trials files (names): from `summary`
     (or the file), adding the packs it lacks; rebuilt from every trials file when a pack it
     covers is gone (quarantine). `packs`: the packs each file holds (`FolderScan.packs`; by
     default each holds itself), so that a merged file is covered by the packs it merged, and
     of a file that merged packs the summary has and packs it lacks only the rows of the
-    latter are read (by their `pack_id`). `read_trials(names) -> DataFrame` reads trials
-    files (default: pyarrow, whole files). Returns (summary, changed)."""
+    latter are read (by their `pack_id`). `superseded` (`FolderScan.superseded`): trials
+    whose failed rows a later attempt superseded, left out (`CellSummary.supersede`).
+    `read_trials(names) -> DataFrame` reads trials files (default: pyarrow, whole files).
+    Returns (summary, changed)."""
     holds = {n: (packs or {}).get(n) or frozenset((n,)) for n in committed}
     every = frozenset().union(*holds.values())
     if summary is None:
@@ -236,13 +258,23 @@ def current_summary(fs: pafs.FileSystem, folder: str, committed: Iterable[str],
             return read_trial_files(fs, folder, names)
     if summary is None or summary.files - every:
         fresh = CellSummary.empty()
-        fresh.add(read_trials(sorted(holds)), every)
+        fresh.add(current_rows(read_trials(sorted(holds)), superseded), every)
+        fresh.superseded = set(superseded)
         return fresh, True
     lacking = every - summary.files
-    if not lacking:
+    if not lacking and not superseded - summary.superseded:
         return summary, False
-    summary.add(rows_of_packs(read_trials, holds, lacking), lacking)
+    summary.supersede(superseded)  # failed rows the summary has, superseded since
+    if lacking:
+        summary.add(current_rows(rows_of_packs(read_trials, holds, lacking), superseded), lacking)
     return summary, True
+
+
+def current_rows(trials: pd.DataFrame, superseded: frozenset[str]) -> pd.DataFrame:
+    """Trials rows without the failed rows a later attempt superseded."""
+    if not superseded or "trial_id" not in trials.columns or "status" not in trials.columns:
+        return trials
+    return trials[~((trials["status"] == "failed") & trials["trial_id"].isin(superseded))]
 
 
 def rows_of_packs(read_trials, holds: Mapping[str, frozenset[str]],
@@ -265,6 +297,8 @@ def read_trial_files(fs: pafs.FileSystem, folder: str, names: Sequence[str]) -> 
     for name in names:
         try:
             tables.append(pq.read_table(f"{folder}/trials/{name}", filesystem=fs))
+        except FileNotFoundError:
+            raise  # listed, then gone (a merge's input deleted): the caller lists again
         except (pa.ArrowException, OSError, ValueError):
             continue  # a damaged file: the commit scan warns of it and recovery moves it
     if not tables:
@@ -297,21 +331,27 @@ class SummaryWriter:
         self.summary: CellSummary | None = None
         self.pending: list[pd.DataFrame] = []  # counts of packs not folded in yet
         self.pending_packs: set[str] = set()
+        self.pending_superseded: set[str] = set()
         self._written_at = time.monotonic()
 
     def _start(self) -> None:
         fs, folder = self.store.fs, self.store.path(self.sweep)
         scan = self.store.scan(self.sweep)
         committed = [p.rsplit("/", 1)[1] for p in scan.files["trials"]]
-        self.summary, _ = current_summary(fs, folder, committed, packs=scan.packs)
+        self.summary, _ = current_summary(fs, folder, committed, packs=scan.packs,
+                                          superseded=scan.superseded)
 
     def add(self, pack: str, records: Sequence, attempts: int = 1,
-            node_id: str | None = None, write: bool = True) -> None:
+            node_id: str | None = None, write: bool = True,
+            supersedes: Sequence[str] = ()) -> None:
+        """supersedes: trials of this pack stored as failed before (their failed rows
+        stop counting)."""
         from sweeper.results.records import trials_table
 
         name = part_name(pack)
         if self.summary is None:
             self._start()  # the store already holds this pack: it is read with the rest
+        self.pending_superseded |= set(supersedes)
         if name not in self.summary.files and name not in self.pending_packs:
             table = trials_table(records, self.sweep, pack, attempts, node_id)
             self.pending.append(contributions(to_frame(table)))
@@ -323,10 +363,12 @@ class SummaryWriter:
         """The summary with every pack added so far."""
         if self.summary is None:
             self._start()
+        self.summary.supersede(self.pending_superseded)  # before the packs that supersede
         if self.pending:
             self.summary.add_counts(pd.concat(self.pending, ignore_index=True),
                                     self.pending_packs)
             self.pending, self.pending_packs = [], set()
+        self.pending_superseded = set()
         return self.summary
 
     def write(self) -> None:
