@@ -60,6 +60,9 @@ class Sweep:
     _accepted: set[str] = field(default_factory=set, repr=False)  # trajectories files read
     # failed trials a later attempt stored (their failed rows do not count: sweeper.results)
     superseded: frozenset[str] = frozenset()
+    # what every committed trials file's outcomes were derived by (`rules_stamp`), None when
+    # they differ or one does not say
+    outcomes_stamp: str | None = None
 
     def readable(self, paths: Iterable[str]) -> list[str]:
         """The trajectories files among `paths` that are whole Parquet files of the table's
@@ -129,8 +132,11 @@ def _open_sweep(fs: pafs.FileSystem, root: str, name: str) -> Sweep:
         raise AnalysisInputError(
             f"no sweep {name!r} under {root!r}; available sweeps: {', '.join(found) or '(none)'}")
     scan = _scan(fs, folder)
+    stamps = {(scan.footers[p].schema.metadata or {}).get(b"sweeper.outcome_rules")
+              for p in scan.files["trials"]}
+    stamp = stamps.pop().decode() if len(stamps) == 1 and None not in stamps else None
     return Sweep(name, fs, folder, read_manifest(fs, folder, reader=True) or {}, scan.files,
-                 superseded=scan.superseded)
+                 superseded=scan.superseded, outcomes_stamp=stamp)
 
 
 def sweep_files(fs: pafs.FileSystem, folder: str) -> dict[str, list[str]]:

@@ -853,7 +853,8 @@ def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
         bins = default_bins(results)
     kwargs.setdefault("scales", _search_scales(results))
     trials = results.trials
-    trials = with_outcomes(trials, outcome_trajectories(results), thresholds)
+    if not stored_outcomes_current(results, thresholds):
+        trials = with_outcomes(trials, outcome_trajectories(results), thresholds)
     threshold = outcome_threshold(trials, outcome, thresholds)
     search = boundary_search(results, outcome, [a for a in (facet, x, y) if a])
     phase = compute_phase(trials, x, y, facet, accuracy_threshold=threshold, outcome=outcome,
@@ -986,6 +987,27 @@ def default_outcome(results) -> str:
     attention_learned), else learned."""
     named = {m.get("outcome") for m in results.manifests.values()} - {None}
     return named.pop() if len(named) == 1 else "learned"
+
+
+def stored_outcomes_current(results, thresholds: Thresholds) -> bool:
+    """Whether the stored outcomes are what recomputing them would give: the default
+    thresholds, and every sweep's trials files stamped with the rules its family has here
+    (`sweeper.results.outcomes.rules_stamp`). Then no trajectory is read for them."""
+    from sweeper.families import outcome_rules as family_rules
+    from sweeper.results.outcomes import rules_stamp
+    from sweeper.results.rules import outcome_columns as rule_columns
+
+    if thresholds != DEFAULT_THRESHOLDS or not results.sweeps:
+        return False
+    trials = results.trials
+    if any(c not in trials.columns for c in rule_columns(outcome_rules(trials))):
+        return False  # a load that left some out
+    for sweep in results.sweeps:
+        tasks = trials.loc[trials["sweep"] == sweep.name, "task.id"].dropna().unique() \
+            if "task.id" in trials.columns else []
+        if len(tasks) != 1 or sweep.outcomes_stamp != rules_stamp(family_rules(list(tasks))):
+            return False
+    return True
 
 
 def outcome_trajectories(results) -> pd.DataFrame:

@@ -128,3 +128,32 @@ def test_a_reader_that_listed_a_merges_inputs_before_they_went_lists_again(tmp_p
     res = analysis.load(root, "s")
     Store.open(str(root)).compact("s")  # the files load() listed are gone when read
     assert res.trajectories["trial_id"].nunique() == 8
+
+
+def test_phase_reads_stored_outcomes_when_they_are_current_and_draws_the_same(tmp_path,
+                                                                              monkeypatch):
+    """Packs carry the stamp of the rules their outcomes were derived by: at the default
+    thresholds phase reads them as stored (no trajectory read) and gets what recomputing
+    gives; other thresholds recompute."""
+    import analysis
+    import analysis.phase as phase
+    from sweeper.results import DEFAULT_THRESHOLDS, Thresholds
+
+    synthetic.write_copy_sweep(tmp_path, "s", cooccurrence=(0.0, 0.5, 1.0), hardness=(0.0, 1.0),
+                               heads=(1, 2), seeds=4, merge=True)
+    results = analysis.load(tmp_path, "s")
+    assert phase.stored_outcomes_current(results, DEFAULT_THRESHOLDS)
+    assert not phase.stored_outcomes_current(results, Thresholds(accuracy=0.5))
+    recomputed = phase.compute_phase(
+        phase.with_outcomes(results.trials, phase.outcome_trajectories(results)),
+        "task.cooccurrence", "task.hardness", "model.heads", outcome="attention_learned")
+
+    def no_trajectories(*args, **kwargs):
+        raise AssertionError("read trajectories")
+
+    monkeypatch.setattr(phase, "outcome_trajectories", no_trajectories)
+    stored = phase.phase_from_results(analysis.load(tmp_path, "s"), "task.cooccurrence",
+                                      "task.hardness", "model.heads",
+                                      outcome="attention_learned", bins=None)
+    columns = ["p", "n", "regime"]
+    assert stored.cells[columns].equals(recomputed.cells[columns])

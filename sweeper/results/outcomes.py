@@ -343,3 +343,13 @@ def _plain(value: object) -> object:
         return None
     value = value.item() if hasattr(value, "item") else value
     return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def rules_stamp(rules: Iterable[OutcomeRule]) -> str:
+    """What a trials file's stored outcomes were derived by: the rules and the default
+    thresholds, hashed. A reader that would recompute them at the default thresholds by the
+    same rules (`analysis.phase.phase_from_results`) reads them as stored instead."""
+    import hashlib
+
+    text = repr((tuple(rules), DEFAULT_THRESHOLDS))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -73,6 +73,20 @@ from sweeper.results.records import Record, trajectories_table, trials_table
 from sweeper.results.schema import RUN_FIELDS, TABLE_SCHEMA_VERSION
 
 PACKS_KEY = b"sweeper.packs"  # a merged trials file's metadata: the packs whose rows it holds
+STAMP_KEY = b"sweeper.outcome_rules"  # a trials file's: what its outcomes were derived by
+
+
+def _outcomes_stamp(records: Sequence[Record]) -> str | None:
+    """The rules stamp (`rules_stamp`) of the family that derived these records' outcomes, by
+    their task (None when it is not known here)."""
+    from sweeper.results.outcomes import rules_stamp
+
+    try:
+        task = records[0].columns().get("task.id")
+        from sweeper.families import outcome_rules
+    except (IndexError, ImportError, AttributeError):
+        return None
+    return rules_stamp(outcome_rules([task])) if task else None
 
 MERGE_FANOUT = 8  # files of one size class merged at a time
 MERGE_MAX_ROWS = 500_000  # the most rows one merge reads: what bounds its memory
@@ -360,9 +374,12 @@ class Store:
         pack = pack_id(r.trial_id for r in records)
         if part_name(pack) in self.taken_names(sweep):  # a retried pack: a name of its own
             pack = pack_id([*(r.trial_id for r in records), uuid.uuid4().hex])
-        extra = {"supersedes": json.dumps(sorted(supersedes))} if supersedes else None
+        extra = {"supersedes": json.dumps(sorted(supersedes))} if supersedes else {}
+        stamp = _outcomes_stamp(records)
+        if stamp is not None:
+            extra["outcome_rules"] = stamp
         self._put_pair(sweep, part_name(pack), trajectories_table(records),
-                       trials_table(records, sweep, pack, attempts, node_id), extra)
+                       trials_table(records, sweep, pack, attempts, node_id), extra or None)
         return pack
 
     def _put_pair(self, sweep: str, name: str, trajectories: pa.Table, trials: pa.Table,
@@ -614,6 +631,9 @@ class Store:
                  "packs": json.dumps(sorted(set().union(*(scan.packs[n] for n in names))))}
         if superseded:
             extra["supersedes"] = json.dumps(superseded)
+        stamps = {m.get(STAMP_KEY) for m in metadata}
+        if len(stamps) == 1 and None not in stamps:  # every input's outcomes by one set of rules
+            extra["outcome_rules"] = stamps.pop().decode()
         name = f"{COMPACT_PREFIX}{uuid.uuid4().hex[:12]}.parquet"
         group_rows = (64 * 1024 if row_groups is None
                       else max(1, -(-trajectories.num_rows // row_groups)))
