@@ -1007,6 +1007,10 @@ def stored_outcomes_current(results, thresholds: Thresholds) -> bool:
             if "task.id" in trials.columns else []
         if len(tasks) != 1 or sweep.outcomes_stamp != rules_stamp(family_rules(list(tasks))):
             return False
+        # a damaged trajectories file: recomputed as before, its trials' outcomes unknown
+        # (the footers only are read; a damaged file is warned of once)
+        if len(sweep.readable(sweep.files["trajectories"])) != len(sweep.files["trajectories"]):
+            return False
     return True
 
 

@@ -77,16 +77,12 @@ STAMP_KEY = b"sweeper.outcome_rules"  # a trials file's: what its outcomes were 
 
 
 def _outcomes_stamp(records: Sequence[Record]) -> str | None:
-    """The rules stamp (`rules_stamp`) of the family that derived these records' outcomes, by
-    their task (None when it is not known here)."""
+    """The stamp (`rules_stamp`) of the rules these records' outcomes were derived by (their
+    family's: `Record.outcome_rules`); None when they do not say."""
     from sweeper.results.outcomes import rules_stamp
 
-    try:
-        task = records[0].columns().get("task.id")
-        from sweeper.families import outcome_rules
-    except (IndexError, ImportError, AttributeError):
-        return None
-    return rules_stamp(outcome_rules([task])) if task else None
+    rules = getattr(records[0], "outcome_rules", None) if records else None
+    return rules_stamp(rules) if rules else None
 
 MERGE_FANOUT = 8  # files of one size class merged at a time
 MERGE_MAX_ROWS = 500_000  # the most rows one merge reads: what bounds its memory
