@@ -38,7 +38,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sweeper.results.cells import counted, wilson_interval
-from sweeper.results.layout import COMPACT_PREFIX, part_name
+from sweeper.results.layout import part_name
 from sweeper.results.reading import current_names, part_files, to_frame
 from sweeper.results.rules import SUCCESS_OUTCOMES
 
@@ -306,10 +306,6 @@ def read_trial_files(fs: pafs.FileSystem, folder: str, names: Sequence[str]) -> 
     table = pa.concat_tables([t.replace_schema_metadata(None) for t in tables],
                              promote_options="permissive")
     return to_frame(current_names(table))
-
-
-def is_compacted(name: str) -> bool:
-    return name.startswith(COMPACT_PREFIX)
 
 
 # The most seconds a running writer leaves packs out of cells.parquet (a reader adds what it
