@@ -18,7 +18,7 @@ the expansion of a real sweep file, in its manifest, so `status` counts them), t
 
 It ends with each figure's growth from the smallest size to the largest. --sweep-trials runs
 a real tiny sweep on embedded Ray as well (0: none), and prints its per-trial overhead and the
-driver's memory at a quarter and at the end of it.
+driver's memory at a tenth, a quarter, half and all of it stored.
 
 Figures are wall seconds (medians) and peak resident memory (MB); the machine's CPU is printed.
 Synthetic trajectories: `tests/synthetic_stores.py`.
@@ -283,9 +283,12 @@ def readers_while_writing(root: Path, trials: int, repeat: int) -> dict[str, dic
 
 
 # -- a real sweep --------------------------------------------------------------------------------
+SWEEP_MILESTONES = (0.1, 0.25, 0.5)  # shares of a real sweep stored when the driver is measured
+
+
 def real_sweep(root: Path, trials: int) -> dict:
     """A real tiny sweep on embedded Ray (width 8, 20 steps): per-trial time and the driver's
-    resident memory when a quarter and all of it are stored."""
+    resident memory when a tenth, a quarter, half and all of it are stored."""
     seeds = max(1, trials // 16)
     text = textwrap.dedent(f"""\
         name: tiny
@@ -324,10 +327,11 @@ def real_sweep(root: Path, trials: int) -> dict:
         raise RuntimeError(err[-2000:])
     wall = time.perf_counter() - start
     total = 16 * seeds
-    quarter = next((mb for n, mb in samples if n >= total / 4), float("nan"))
+    at = {share: next((mb for n, mb in samples if n >= total * share), float("nan"))
+          for share in SWEEP_MILESTONES}
     last_n, last = samples[-1] if samples else (0, float("nan"))
     return {"trials": total, "wall": wall, "per_trial_ms": 1000 * wall / total,
-            "driver_mb_quarter": quarter, "driver_mb_end": last, "stored_at_end": last_n,
+            "driver_mb_at": at, "driver_mb_end": last, "stored_at_end": last_n,
             "driver_mb_peak": max((mb for _, mb in samples), default=float("nan"))}
 
 
@@ -426,9 +430,10 @@ def main() -> int:
         if args.sweep_trials:
             sweep = real_sweep(root, args.sweep_trials)
             print(f"\nreal tiny sweep on embedded Ray: {sweep['trials']} trials in "
-                  f"{sweep['wall']:.0f} s ({sweep['per_trial_ms']:.0f} ms a trial); driver "
-                  f"resident {sweep['driver_mb_quarter']:.0f} MB at a quarter, "
-                  f"{sweep['driver_mb_end']:.0f} MB with {sweep['stored_at_end']} stored "
+                  f"{sweep['wall']:.0f} s ({sweep['per_trial_ms']:.1f} ms a trial); driver "
+                  "resident " + ", ".join(f"{mb:.0f} MB at {share * sweep['trials']:,.0f}"
+                                          for share, mb in sweep["driver_mb_at"].items())
+                  + f", {sweep['driver_mb_end']:.0f} MB with {sweep['stored_at_end']:,} stored "
                   f"(peak {sweep['driver_mb_peak']:.0f} MB)")
     finally:
         if not args.keep:

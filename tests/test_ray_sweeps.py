@@ -265,6 +265,42 @@ def test_a_strategy_written_in_the_tests_drives_ray(tmp_path, monkeypatch, ray_t
     assert trials["node_id"].notna().all()
 
 
+def test_a_sweep_runs_in_tune_runs_of_bounded_size_sharing_one_scheduler(tmp_path, monkeypatch,
+                                                                           ray_tmpdir):
+    """Tune keeps every trial of a run in the driver, so the executor ends a Tune run after
+    `round_packs` new packs and starts another: every trial stored once, ASHA's rungs (one
+    scheduler across runs) remember the packs of earlier runs."""
+    from sweeper.executors import ray_tune
+    from sweeper.results import Store
+    from sweeper.runner import run_sweep
+
+    monkeypatch.setattr(ray_tune, "ROUND_PACKS", 2)
+    monkeypatch.setattr(ray_tune, "ROUND_PACKS_PER_SLOT", 1)
+    runs = []
+    tune_run = ray_tune.RayTuneExecutor._tune_run
+
+    def counted(self, sweep, trainable, scheduler, searcher, sink, slots):
+        runs.append(scheduler)
+        return tune_run(self, sweep, trainable, scheduler, searcher, sink, slots)
+
+    monkeypatch.setattr(ray_tune.RayTuneExecutor, "_tune_run", counted)
+    sweep = load_sweep(str(write_sweep(tmp_path / "s.yaml", variant(**{
+        "name": "ray-rounds", "pack_size": 1, "axes.task.hardness": {"grid": [0.0, 1.0]},
+        "scheduler": {"type": "asha", "metric": "loss", "mode": "min", "grace_period": 10,
+                      "reduction_factor": 100}}))))  # 2 x 2 cells x 2 seeds, packs of 1
+    store = Store.open(str(tmp_path / "results"))
+    with ray_tune.RayTuneExecutor(num_cpus=2) as executor:
+        summary = run_sweep(sweep, store, executor)
+    packs = summary["packs"]  # 8 trials; some share a training (c = 0: hardness is moot)
+    assert packs >= 5 and len(runs) == -(-packs // 2) and all(s is runs[0] for s in runs)
+    rung_10 = next(seen for b in runs[0]._brackets for step, seen in b._rungs if step == 10)
+    assert len(rung_10) == packs  # every pack reached step 10, in whichever run
+    trials = pd.read_parquet(tmp_path / "results" / "ray-rounds" / "trials")
+    assert trials["trial_id"].is_unique
+    assert set(trials["trial_id"]) == {s.trial_id for s in expand(sweep)}
+    assert set(trials["status"]) <= {"ok", "stopped"}
+
+
 # -- crash safety --------------------------------------------------------------------------------
 def _tune_dirs(name: str) -> list[str]:
     return glob.glob(os.path.join(tempfile.gettempdir(), "sweeper-tune-*", name))

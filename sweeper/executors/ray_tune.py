@@ -66,6 +66,13 @@ PACK_METRIC = "pack_metric"  # what ASHA watches: the pack's mean of the chosen 
 # trial, up to LOST_PACK_RETRIES times. Only then does the pack stay pending (never `failed`);
 # the next run trains it.
 LOST_PACK_RETRIES = 20
+# Tune keeps every trial of a run in the driver, and walks and saves them all again and again
+# (measured: ~150 KB of driver memory a pack, and per-pack work that grows with the run), so a
+# sweep's packs go through Tune runs of bounded size, one after another: the driver stays flat
+# in N. A run ends by letting its last packs finish, which leaves slots idle a moment: at least
+# ROUND_PACKS_PER_SLOT packs a slot keep that under a few percent of a run's time.
+ROUND_PACKS = 256
+ROUND_PACKS_PER_SLOT = 32
 
 
 # -- worker side -----------------------------------------------------------------------------
@@ -212,7 +219,9 @@ class _StrategySearcher(Searcher):
     Tune calls `suggest` once per free slot (the ConcurrencyLimiter of `max_concurrent_trials`);
     results reach the strategy through the store callback (stored first, then told), not
     through `on_trial_complete`. FINISHED comes only once no pack is out: Tune never asks a
-    finished searcher again, and a pack out may yet need proposing again.
+    finished searcher again, and a pack out may yet need proposing again. It comes when the
+    strategy is done, or when this Tune run has had its `start_round` packs (the executor then
+    starts another run with the same searcher).
     """
 
     def __init__(self, strategy: Strategy):
@@ -221,6 +230,12 @@ class _StrategySearcher(Searcher):
         self.packs: dict[str, list[TrialSpec]] = {}  # Tune trial id -> its pack
         self.again: list[list[TrialSpec]] = []  # packs whose trial Tune gave up on
         self.losses: dict[str, int] = {}  # first trial id of a pack -> trials given up on
+        self.round_left: float = math.inf  # new packs this Tune run may still propose
+
+    def start_round(self, packs: int) -> None:
+        """A new Tune run proposes at most `packs` new packs (packs proposed again come on
+        top: they were started in it)."""
+        self.round_left = packs
 
     def retry(self, trial_id: str, failures: int = 1) -> list[TrialSpec] | None:
         """Propose the pack of a trial Tune gave up on again, as a new trial; None once the
@@ -251,14 +266,15 @@ class _StrategySearcher(Searcher):
         if self.again:
             pack = self.again.pop(0)
         else:
-            packs = [] if self.strategy.done else self.strategy.ask(1)
+            packs = [] if self.strategy.done or self.round_left <= 0 else self.strategy.ask(1)
             if not packs:
                 if self.packs:
                     return None  # wait for the packs that are out
-                if self.strategy.done:
+                if self.strategy.done or self.round_left <= 0:
                     return Searcher.FINISHED
                 raise nothing_proposed(self.strategy)
             (pack,) = packs
+            self.round_left -= 1
         self.packs[trial_id] = pack
         return {"pack": json.dumps([s.config() for s in pack], separators=(",", ":"))}
 
@@ -457,21 +473,33 @@ class RayTuneExecutor:
         return max(1, int(slots))
 
     def run(self, sweep: SweepFile, strategy: Strategy, sink: PackSink) -> None:
-        scheduler, metric, mode = _scheduler(sweep)
-        watched = PACK_METRIC if scheduler is not None else None
+        """The strategy's packs, in Tune runs of at most `round_packs` new packs each, one
+        after another, until it is done (see ROUND_PACKS). One searcher and one scheduler serve
+        every run: what the strategy and ASHA's rungs know carries over."""
+        scheduler, metric = _scheduler(sweep)
         searcher = _StrategySearcher(strategy)
-        trainable = tune.with_parameters(train_pack_trial, device=sweep.device,
-                                         threads=sweep.resources["cpu"], metric=metric,
-                                         retries=sweep.retries)
+        trainable = tune.with_resources(
+            tune.with_parameters(train_pack_trial, device=sweep.device,
+                                 threads=sweep.resources["cpu"], metric=metric,
+                                 retries=sweep.retries),
+            _resources(sweep))
+        slots = self.capacity(sweep)
+        while not strategy.done:
+            searcher.start_round(round_packs(slots))
+            self._tune_run(sweep, trainable, scheduler, searcher, sink, slots)
+
+    def _tune_run(self, sweep: SweepFile, trainable, scheduler, searcher: _StrategySearcher,
+                  sink: PackSink, slots: int) -> None:
+        """One Tune run: until the searcher says FINISHED. Tune's state lives in a temporary
+        folder removed after it (the store is the record)."""
         storage = tune_storage()
         tuner_callbacks = [_StoreCallback(searcher, sink)]
         try:
             tuner = tune.Tuner(
-                tune.with_resources(trainable, _resources(sweep)),
+                trainable,
                 tune_config=tune.TuneConfig(
-                    metric=watched, mode=mode, scheduler=scheduler,
-                    search_alg=searcher, num_samples=-1,
-                    max_concurrent_trials=self.capacity(sweep), reuse_actors=True,
+                    scheduler=scheduler, search_alg=searcher, num_samples=-1,
+                    max_concurrent_trials=slots, reuse_actors=True,
                     trial_dirname_creator=lambda trial: f"pack_{trial.trial_id}"),
                 run_config=tune.RunConfig(
                     name=sweep.name, storage_path=storage, verbose=0,
@@ -490,6 +518,11 @@ class RayTuneExecutor:
                 raise store_callback.fatal
         finally:
             shutil.rmtree(storage, ignore_errors=True)
+
+
+def round_packs(slots: int) -> int:
+    """New packs one Tune run proposes, for `slots` packs at once (see ROUND_PACKS)."""
+    return max(ROUND_PACKS, ROUND_PACKS_PER_SLOT * slots)
 
 
 @contextmanager
@@ -523,17 +556,19 @@ def _keeping_signal_handlers() -> Iterator[None]:
                 signal.signal(signum, handler)
 
 
-def _scheduler(sweep: SweepFile) -> tuple[Any, str | None, str | None]:
-    """ASHA from the sweep's `scheduler` (it watches PACK_METRIC), with the metric the workers
-    report per evaluation and the mode; (None, None, None) without one."""
+def _scheduler(sweep: SweepFile) -> tuple[Any, str | None]:
+    """ASHA from the sweep's `scheduler` (it watches PACK_METRIC in the sweep's mode), and the
+    metric the workers report per evaluation; (None, None) without one. The metric and mode are
+    ASHA's own, not the Tune run's: one scheduler serves every run of a sweep."""
     if sweep.scheduler is None:
-        return None, None, None
+        return None, None
     from ray.tune.schedulers import ASHAScheduler
 
     s = sweep.scheduler
-    return (ASHAScheduler(time_attr="step", max_t=_max_steps(sweep),
-                          grace_period=s.grace_period, reduction_factor=s.reduction_factor),
-            s.metric, s.mode)
+    return (ASHAScheduler(time_attr="step", metric=PACK_METRIC, mode=s.mode,
+                          max_t=_max_steps(sweep), grace_period=s.grace_period,
+                          reduction_factor=s.reduction_factor),
+            s.metric)
 
 
 def _resources(sweep: SweepFile) -> dict[str, float]:
