@@ -283,12 +283,14 @@ def readers_while_writing(root: Path, trials: int, repeat: int) -> dict[str, dic
 
 
 # -- a real sweep --------------------------------------------------------------------------------
-SWEEP_MILESTONES = (0.1, 0.25, 0.5)  # shares of a real sweep stored when the driver is measured
+# shares of a real sweep stored when the driver is measured
+SWEEP_MILESTONES = (0.1, 0.25, 0.5, 0.75, 0.99)
 
 
 def real_sweep(root: Path, trials: int) -> dict:
     """A real tiny sweep on embedded Ray (width 8, 20 steps): per-trial time and the driver's
-    resident memory when a tenth, a quarter, half and all of it are stored."""
+    resident memory when a tenth, a quarter, half, three quarters, 99% and all of it are
+    stored (the last: while the run's end reads the store for its summary)."""
     seeds = max(1, trials // 16)
     text = textwrap.dedent(f"""\
         name: tiny

@@ -263,11 +263,19 @@ def _lease(store, sweep: str, wait: bool, stream, stop):
 def _stored_cells(store, spec, outcome: str):
     """The sweep's cells (`sweeper.results.cell_stats` of `outcome` over its axes), or None
     when nothing is stored."""
+    import pyarrow as pa
+
     from sweeper.results import cell_stats
     from sweeper.results.rules import success_outcomes
 
-    data = store.read(spec.name, "trials")
+    axes = [a.column for a in spec.axes]
+    steps = success_outcomes(spec.family.outcome_rules)[outcome]
+    wanted = [*axes, outcome, steps, "status", "trial_id", "shared_with"]
+    try:  # only what the table needs: the whole table of a big sweep costs the
+        # driver hundreds of MB
+        data = store.read(spec.name, "trials", columns=list(dict.fromkeys(wanted)))
+    except pa.ArrowInvalid:  # a store from before one of these columns existed
+        data = store.read(spec.name, "trials")
     if data is None:
         return None
-    return cell_stats(data.to_pandas(), [a.column for a in spec.axes], outcome,
-                      success_outcomes(spec.family.outcome_rules)[outcome])
+    return cell_stats(data.to_pandas(), axes, outcome, steps)

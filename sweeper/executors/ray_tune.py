@@ -6,7 +6,9 @@ the strategy proposes (`suggest` -> `ask`, one per free slot; `Searcher.FINISHED
 strategy is done); the pack's spec configs travel in the trial's config, as JSON. Workers send
 their results back as plain data in their last report, and a Tune callback on the driver passes
 each pack to the sink (`sweeper.recording.Feedback`: the Recorder, the store's single writer,
-then the strategy's `tell`). Tune's own loggers are off: the store is the record.
+then the strategy's `tell`). Tune's own loggers are off: the store is the record. A sweep runs
+as Tune runs of at most `round_packs` new packs, one after another, sharing the searcher and
+the scheduler: Tune keeps every trial of a run in the driver (ROUND_PACKS).
 
 Ray facts this module works around (Ray 2.60, measured): a local Ray binds to the machine's
 non-loopback address unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0; Tune writes ~5 files per trial
