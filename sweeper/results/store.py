@@ -586,6 +586,7 @@ class Store:
                 return merges
             self._merge(sweep, scan, group)
             merges += 1
+            release_unused_memory()
 
     def _sizes(self, sweep: str, scan: FolderScan) -> dict[str, int]:
         """Rows (trials and trajectories) of each committed pair, by its name."""
@@ -693,6 +694,13 @@ class Store:
                         deleted.append(self.path(sweep, table, name))
                 changed = True
         return deleted
+
+
+def release_unused_memory() -> None:
+    """Hand the memory a merge freed back to the system: Arrow's allocator (mimalloc or
+    jemalloc) otherwise keeps it for reuse, and the driver's resident memory would step up
+    with each larger merge it made (the largest grows with the sweep), never down."""
+    pa.default_memory_pool().release_unused()
 
 
 def size_class(rows: int, fanout: int = MERGE_FANOUT) -> int:
