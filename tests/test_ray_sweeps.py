@@ -301,6 +301,45 @@ def test_a_sweep_runs_in_tune_runs_of_bounded_size_sharing_one_scheduler(tmp_pat
     assert set(trials["status"]) <= {"ok", "stopped"}
 
 
+TUNE_ENDS_EARLY = """
+import os, signal, sys, threading
+from pathlib import Path
+from sweep_helpers import SLOW, variant, write_sweep
+from sweeper.executors import ray_tune
+from sweeper.recording import Feedback
+from sweeper.results import Store
+from sweeper.runner import run_sweep
+from sweeper.search_space import load_sweep
+
+ray_tune.ROUND_PACKS, ray_tune.ROUND_PACKS_PER_SLOT = 2, 1
+tmp = Path(sys.argv[1])
+sweep = load_sweep(str(write_sweep(tmp / "s.yaml", variant(SLOW, name="usr1", seeds=3))))
+started = Feedback.started
+
+def started_then_usr1(self, specs):  # Tune's own SIGUSR1 handler ends its run
+    if not getattr(Feedback, "sent", False):
+        Feedback.sent = True
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+    return started(self, specs)
+
+Feedback.started = started_then_usr1
+with ray_tune.RayTuneExecutor(num_cpus=2) as executor:
+    summary = run_sweep(sweep, Store.open(str(tmp / "results")), executor)
+print("ran", summary["ran"], "pending", summary["pending"])
+"""
+
+
+def test_a_tune_run_ended_with_packs_out_ends_the_sweep_with_them_pending(tmp_path, ray_tmpdir):
+    """Tune ends a run early on SIGUSR1 (SLURM's --signal): the packs it left out stay
+    pending and the sweep ends, instead of a next run waiting for them for ever."""
+    done = subprocess.run([sys.executable, "-c", TUNE_ENDS_EARLY, str(tmp_path)],
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT, cwd=REPO,
+                          env=subprocess_env(PYTHONPATH=f"{REPO}/tests:{REPO}"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran, pending = map(int, re.search(r"ran (\d+) pending (\d+)", done.stdout).groups())
+    assert pending > 0 and ran + pending == 6, done.stdout
+
+
 # -- crash safety --------------------------------------------------------------------------------
 def _tune_dirs(name: str) -> list[str]:
     return glob.glob(os.path.join(tempfile.gettempdir(), "sweeper-tune-*", name))

@@ -29,6 +29,17 @@ def test_fisher_rejection_regions_agree_with_scipy_on_every_table_of_small_group
                 assert rejects[k1, k2] == (p <= 0.05), (n1, k1, n2, k2, p)
 
 
+@pytest.mark.parametrize("n1, n2, k1, k2, alpha", [
+    (2, 14, 2, 2, 0.05), (14, 2, 2, 2, 0.05), (19, 1, 0, 1, 0.05), (1, 39, 1, 1, 0.05),
+    (2, 38, 1, 0, 0.05), (22, 3, 0, 2, 0.01), (3, 3, 0, 3, 0.1), (1, 14, 1, 2, 0.2),
+])
+def test_fisher_rejection_at_a_p_value_equal_to_alpha_is_scipys(n1, n2, k1, k2, alpha):
+    """Tables whose exact p-value is alpha as a fraction (91/1820 = 1/20): the vectorised
+    table's rounding must not decide them differently from the p-value scipy prints."""
+    p = sp.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]])[1]
+    assert S._fisher_rejects(n1, n2, alpha)[k1, k2] == (p <= alpha), p
+
+
 def test_mcnemar_is_the_exact_binomial_test_of_the_discordant_pairs():
     for m in range(1, 30):
         for k in range(m + 1):

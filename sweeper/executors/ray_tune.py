@@ -489,6 +489,9 @@ class RayTuneExecutor:
         while not strategy.done:
             searcher.start_round(round_packs(slots))
             self._tune_run(sweep, trainable, scheduler, searcher, sink, slots)
+            if searcher.packs or searcher.again:
+                return  # Tune ended its run with packs out (its SIGUSR1 handler, as SLURM's
+                # --signal sends): they stay pending for the next run, as in one Tune run
 
     def _tune_run(self, sweep: SweepFile, trainable, scheduler, searcher: _StrategySearcher,
                   sink: PackSink, slots: int) -> None:

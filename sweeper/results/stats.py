@@ -214,7 +214,13 @@ def _fisher_rejects(n1: int, n2: int, alpha: float) -> np.ndarray:
         ordered = np.sort(probabilities)
         p = np.cumsum(ordered)[np.searchsorted(ordered, probabilities * (1 + 1e-7),
                                                side="right") - 1]
-        rejects[k1, total - k1] = np.minimum(p, 1.0) <= alpha
+        p = np.minimum(p, 1.0)
+        rejects[k1, total - k1] = p <= alpha
+        # p within the table's rounding of alpha (an exact tie: p = alpha as a fraction, as
+        # 91/1820 = 1/20): scipy's own p-value decides, as it does for the test printed
+        for k in k1[np.abs(p - alpha) <= 1e-9 * alpha]:
+            table = [[k, n1 - k], [total - k, n2 - total + k]]
+            rejects[k, total - k] = _scipy_stats().fisher_exact(table)[1] <= alpha
     return rejects
 
 
