@@ -98,9 +98,8 @@ def test_the_dashboard_follows_merges_without_reading_its_trials_again(tmp_path,
 
 def test_a_reader_that_listed_a_merges_inputs_before_they_went_lists_again(tmp_path,
                                                                           monkeypatch):
-    import sweeper.results.store as store_module
-
     import analysis
+    import sweeper.results.store as store_module
 
     grid = dict(cooccurrence=(0.0, 1.0), hardness=(0.0,), heads=(1,), seeds=4, pack_size=1)
     listed = store_module.part_files

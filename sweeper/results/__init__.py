@@ -83,6 +83,7 @@ __all__ = [
     "TABLE_SCHEMA_VERSION", "Thresholds", "cell_stats", "check_sweep_name", "committed_files",
     "counted", "derive_outcomes", "failed_outcomes", "label_entropy", "outcome_columns",
     "pack_id", "pack_of_file", "plateau_level", "recompute_outcomes", "success_outcomes",
-    "trajectories_table", "trajectory_schema", "trial_id", "canonical_json", "hash_text", "trial_outcomes", "trials_outcomes",
+    "trajectories_table", "trajectory_schema", "trial_id", "canonical_json", "hash_text",
+    "trial_outcomes", "trials_outcomes",
     "trials_schema", "trials_table", "wilson_interval", "with_outcomes",
 ]

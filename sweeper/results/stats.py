@@ -29,8 +29,8 @@ difference in success probability, `EFFECT` by default) added in whichever direc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache, partial
 
 import numpy as np
