@@ -70,9 +70,9 @@ PACK_METRIC = "pack_metric"  # what ASHA watches: the pack's mean of the chosen 
 LOST_PACK_RETRIES = 20
 # Tune keeps every trial of a run in the driver, and walks and saves them all again and again
 # (measured: ~150 KB of driver memory a pack, and per-pack work that grows with the run), so a
-# sweep's packs go through Tune runs of bounded size, one after another: the driver stays flat
-# in N. A run ends by letting its last packs finish, which leaves slots idle a moment: at least
-# ROUND_PACKS_PER_SLOT packs a slot keep that under a few percent of a run's time.
+# sweep's packs go through Tune runs of bounded size, one after another: what Tune keeps stays
+# bounded in N. A run ends by letting its last packs finish, which leaves slots idle a moment:
+# at least ROUND_PACKS_PER_SLOT packs a slot keep that under a few percent of a run's time.
 ROUND_PACKS = 256
 ROUND_PACKS_PER_SLOT = 32
 
