@@ -47,6 +47,23 @@ class PackedOptimizer:
             self.m = [self.m_flat[a:b].view_as(p) for (a, b), p in zip(self._blocks, self.params)]
             self.v = [self.v_flat[a:b].view_as(p) for (a, b), p in zip(self._blocks, self.params)]
 
+    @torch.no_grad()
+    def keep(self, params: list[torch.nn.Parameter], index: list[int]) -> PackedOptimizer:
+        """This optimiser for models `index` of the pack, over `params` (the kept models' new
+        parameters, in the order of this one's: `sweeper.layers.packed.keep_models`): each
+        kept model's learning rate, moments and step count carried over, so its next update
+        is the one it would have had in the whole pack."""
+        rows = torch.tensor(index, dtype=torch.long, device=self.lr.device)
+        kept = PackedOptimizer(params, self.lr.index_select(0, rows), self.name, self.betas,
+                               self.eps)
+        kept.t = self.t
+        if self.name == "adam":
+            K = self.lr.shape[0]
+            for old, new in ((self.m, kept.m), (self.v, kept.v)):
+                for before, after in zip(old, new):
+                    after.copy_(before.reshape(K, -1).index_select(0, rows).view_as(after))
+        return kept
+
     def _per_element(self, values: torch.Tensor, K: int) -> torch.Tensor:
         """A [K] tensor spread over the flat buffer: each element gets its model's value."""
         parts = [values[:, None].expand(K, (b - a) // K).reshape(-1) for a, b in self._blocks]

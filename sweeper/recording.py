@@ -117,6 +117,11 @@ class Recorder:
     _progress_at: float = 0.0
     _warned: bool = False
 
+    def __post_init__(self) -> None:
+        from sweeper.results.store import use_system_allocator
+
+        use_system_allocator()  # a driver that frees memory for hours must give it back
+
     def started(self, specs: list[TrialSpec]) -> bool:
         """A pack began training; False when it was already running (an executor that
         trains a lost pack again starts it twice), which changes no count."""
@@ -224,7 +229,9 @@ class Recorder:
             row = rows[trial_id]
             outcomes = {k: row.get(k) for k in TrialResult.failed(sharers[0], "").outcomes}
             trained = TrialResult(sharers[0], row["status"], {}, outcomes, 0.0, row["error"],
-                                  row.get("diverged_step"), row["host"])
+                                  row.get("diverged_step"), row["host"],
+                                  stopped_at=row.get("stopped_at"),
+                                  stop_reason=row.get("stop_reason"))
             source = row.get("shared_with") or trial_id  # a shared row's own source
             results += [replace(trained.shared_as(s), shared_with=source) for s in sharers]
         self._store(results, 1, None)

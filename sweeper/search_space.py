@@ -24,6 +24,9 @@ checked before anything runs, and each error names its path in the file and what
                                         #     margin: 0.1, seeds_per_proposal: 2}
     scheduler: {type: asha, metric: accuracy, mode: max, grace_period: 50, reduction_factor: 3}
     budget: {steps: 200}                # the step budget (same as fixed.train.steps)
+                                        # or {steps: 400, stop: decided, margin: 20}: each
+                                        # trial stops 20 steps after its first-passage
+                                        # outcomes are all reached (docs/sweep-files.md)
     resources: {cpu: 1, gpu: 0}         # per Tune trial (one pack); fractions allowed
     pack_size: auto                     # or an integer
     retries: 2                          # attempts after the first for a pack that raises
@@ -464,13 +467,7 @@ def parse_sweep(text: str) -> SweepFile:
         raise SweepFileError(str(exc)) from None
     entries = {"task": TASKS.get(task), "model": MODELS.get(model), "train": TRAIN_ENTRY}
     fixed = _fixed(raw.get("fixed"), {"entries": entries})
-    budget = mapping_at(raw.get("budget"), "budget", ("steps",))
-    if "steps" in budget:
-        if "steps" in fixed["train"]:
-            raise SweepFileError("budget.steps: the step budget is given twice (also in "
-                                 "fixed.train.steps); allowed: one of them")
-        fixed["train"]["steps"] = _check_value(TRAIN_ENTRY.param("steps"), budget["steps"],
-                                               "budget.steps")
+    _budget(mapping_at(raw.get("budget"), "budget", tuple(BUDGET_KEYS)), fixed["train"])
     axes = _axes(raw.get("axes"), {"entries": entries}, fixed)
     seeds = _seeds(raw.get("seeds"))
     search = _search(raw.get("search"), axes, family, seeds)
@@ -480,6 +477,10 @@ def parse_sweep(text: str) -> SweepFile:
     except SweeperInputError as exc:
         raise SweepFileError(f"fixed: {exc}") from None
     scheduler = _scheduler(raw.get("scheduler"), family, probe.train["steps"])
+    if scheduler is not None and (probe.train["stop"] is not None or any(
+            (a.group, a.name) == ("train", "stop") for a in axes)):
+        raise SweepFileError("scheduler: early stopping by a metric (asha) and budget.stop: "
+                             "decided would stop packs two ways; allowed: one of them")
     pack_size = raw.get("pack_size", "auto")
     pack_size = None if pack_size == "auto" else int_at(pack_size, "pack_size", 1, MAX_PACK_SIZE)
     retries = int_at(raw.get("retries", 2), "retries", 0, MAX_RETRIES)
@@ -491,6 +492,25 @@ def parse_sweep(text: str) -> SweepFile:
                       _resources(raw.get("resources")), pack_size, retries, device, results,
                       text)
     return sweep
+
+
+# budget's keys and the train parameter each sets: the step budget, and the rule that stops a
+# trial before it once its first-passage outcomes are decided (`train.stop`, `stop_margin`)
+BUDGET_KEYS = {"steps": "steps", "stop": "stop", "margin": "stop_margin"}
+
+
+def _budget(budget: dict[str, Any], train: dict[str, Any]) -> None:
+    """Put the sweep's `budget` into its fixed train parameters (each given once)."""
+    for key, name in BUDGET_KEYS.items():
+        if key not in budget:
+            continue
+        if name in train:
+            raise SweepFileError(f"budget.{key}: given twice (also in fixed.train.{name}); "
+                                 "allowed: one of them")
+        train[name] = _check_value(TRAIN_ENTRY.param(name), budget[key], f"budget.{key}")
+    if "margin" in budget and budget.get("stop") is None and train.get("stop") is None:
+        raise SweepFileError(f"budget.margin: got {budget['margin']}; allowed: only with "
+                             "budget.stop: decided")
 
 
 # Planning costs ~6 us and ~350 bytes a trial (a cell's config is built once, its seeds put

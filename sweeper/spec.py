@@ -43,8 +43,18 @@ TRAIN_PARAMS = (
           "eval_every (null: every evaluation)", low=1, high=10_000_000, nullable=True),
     Param("probe_size", int, None, "sequences the probes use, at most eval_size (null: "
           "eval_size)", low=1, high=1_000_000, nullable=True),
+    # The budget rule: `decided` stops each trial of a pack at the first evaluation
+    # `stop_margin` steps past the one where its every first-passage outcome was reached
+    # (`sweeper.results.DecisionWatch`): those outcomes are the full budget's, end-state ones
+    # (regime, final_*, attention_heads) are read at the stop (docs/sweep-files.md).
+    Param("stop", str, None, "when a trial stops before train.steps: null (never) or "
+          "decided (once its first-passage outcomes are reached)", choices=("decided",),
+          nullable=True),
+    Param("stop_margin", int, None, "steps trained past the decision with stop: decided "
+          "(null: 0)", low=0, high=10_000_000, nullable=True),
 )
-OPTIONAL_TRAIN = ("probe_every", "probe_size")  # hashed only when set: ids made before stay
+OPTIONAL_TRAIN = ("probe_every", "probe_size", "stop", "stop_margin")  # hashed only when set:
+# ids made before stay
 TRAIN_ENTRY = Entry("train", lambda **kw: kw, TRAIN_PARAMS)
 
 
@@ -170,7 +180,7 @@ class TrialSpec:
     def pack_key(self) -> tuple:
         """Specs with equal keys share tensor shapes and train together as one pack."""
         train = {k: self.train[k] for k in ("optimizer", "batch_size", "steps", "eval_every",
-                                            "eval_size")}
+                                            "eval_size", "stop", "stop_margin")}
         return (self.make_task().shape(), self.make_model_config().shape(),
                 tuple(sorted(train.items())), self.device)
 
@@ -198,6 +208,7 @@ def make_spec(task: str, model: str, task_params: Mapping[str, Any] | None = Non
         raise ParameterError(f"train.batch_size: got null; allowed: an integer >= 1 (the "
                              f"{family.name} family has no full batch)")
     _check_probes(resolved_train)
+    _check_stop(resolved_train)
     seed = check_int(seed, "seed", 0, MAX_SEED)
     check_device(device, "device")
     return TrialSpec(task, model, task_entry.resolve(task_params or {}, "task"),
@@ -224,6 +235,12 @@ def _check_probes(train: Mapping[str, Any]) -> None:
     if size is not None and size > train["eval_size"]:
         raise ParameterError(f"train.probe_size: got {size}; allowed: at most train.eval_size "
                              f"({train['eval_size']}) or null")
+
+
+def _check_stop(train: Mapping[str, Any]) -> None:
+    if train["stop_margin"] is not None and train["stop"] is None:
+        raise ParameterError(f"train.stop_margin: got {train['stop_margin']}; allowed: null "
+                             "unless train.stop is decided")
 
 
 def is_probe_step(train: Mapping[str, Any], step: int) -> bool:
@@ -265,6 +282,8 @@ class TrialResult:
     diverged_step: int | None = None
     host: str = field(default_factory=socket.gethostname)
     shared_with: str | None = None  # the trial whose training this result is (None: its own)
+    stopped_at: int | None = None  # the last step it trained to (None: nothing trained)
+    stop_reason: str | None = None  # why there (`sweeper.results.schema.STOP_REASONS`)
 
     @property
     def trial_id(self) -> str:
@@ -290,11 +309,13 @@ class TrialResult:
         its own (the trajectory is stored once, under `shared_with`), no time of its own."""
         return TrialResult(spec, self.status, {"step": [], **{m.name: [] for m in spec.metrics}},
                            dict(self.outcomes), 0.0, self.error, self.diverged_step, self.host,
-                           shared_with=self.trial_id)
+                           shared_with=self.trial_id, stopped_at=self.stopped_at,
+                           stop_reason=self.stop_reason)
 
     @classmethod
     def failed(cls, spec: TrialSpec, error: str, wall_time_s: float = 0.0) -> TrialResult:
         """A trial that raised on every attempt: stored with its error and no trajectory."""
         empty = {"step": [], **{m.name: [] for m in spec.metrics}}
         outcomes = results.failed_outcomes(spec.metrics, spec.family.outcome_rules)
-        return cls(spec, "failed", empty, outcomes, wall_time_s, error=error)
+        return cls(spec, "failed", empty, outcomes, wall_time_s, error=error,
+                   stop_reason="error")

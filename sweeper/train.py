@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from sweeper import results
 from sweeper.errors import SweeperError
 from sweeper.optim import PackedOptimizer
 from sweeper.spec import TrialResult, TrialSpec, is_probe_step, outcomes_of
@@ -41,8 +42,11 @@ def train_pack(specs: list[TrialSpec], report: Report | None = None,
     experiment = make_experiment(specs, dtype, device)
     lr = torch.tensor([s.train["lr"] for s in specs], dtype=dtype, device=device)
     optimizer = PackedOptimizer(list(experiment.model.parameters()), lr, first.train["optimizer"])
-    alive = torch.ones(K, dtype=torch.bool, device=device)
+    live = list(range(K))  # the models in the batched computation, by their index in specs
+    alive = torch.ones(K, dtype=torch.bool, device=device)  # per live model: still updating
     diverged_at: list[int | None] = [None] * K
+    decided_stop: list[int | None] = [None] * K  # the step a model left at, once decided
+    watch = _decision_watch(specs)  # None: every model trains to the budget
     names = [m.name for m in first.metrics]
     trajectories = [{"step": [], **{n: [] for n in names}} for _ in specs]
 
@@ -50,21 +54,36 @@ def train_pack(specs: list[TrialSpec], report: Report | None = None,
         if step % eval_every == 0 or step == steps:
             metrics = (experiment.evaluate() if is_probe_step(first.train, step)
                        else experiment.evaluate(probes=False))
-            rows = _to_rows(metrics, alive)
-            for k, row in enumerate(rows):
-                if diverged_at[k] is None:
+            rows = _to_rows(metrics, alive)  # one per live model
+            for k, row in zip(live, rows):
+                if diverged_at[k] is None and decided_stop[k] is None:
                     trajectories[k]["step"].append(step)
                     for n in names:
                         trajectories[k][n].append(row[n])
             if report is not None:
-                report(step, rows)
+                report(step, _in_pack_order(rows, live, K, decided_stop))
+            leaving = [] if watch is None or step == steps else _decided(
+                watch, step, rows, live, decided_stop, first.train.get("stop_margin") or 0)
+            for j in leaving:
+                decided_stop[live[j]] = step
+            if leaving and all(decided_stop[k] is not None or diverged_at[k] is not None
+                               for k in range(K)):
+                break  # nothing of the pack is left to train
+            if leaving and hasattr(experiment, "keep"):  # the rest cost what they cost alone
+                stay = [j for j in range(len(live)) if j not in set(leaving)]
+                experiment.keep(stay)
+                optimizer = optimizer.keep(list(experiment.model.parameters()), stay)
+                alive, live = alive[stay], [live[j] for j in stay]
+                watch.keep(stay)
+            elif leaving:  # an experiment that cannot drop a model: masked, as if diverged
+                alive[leaving] = False
         if step == steps:
             break
         optimizer.zero_grad()
-        losses = experiment.train_loss()  # [K]
+        losses = experiment.train_loss()  # [live]
         finite = torch.isfinite(losses)
-        for k in torch.nonzero(alive & ~finite).flatten().tolist():
-            diverged_at[k] = step
+        for j in torch.nonzero(alive & ~finite).flatten().tolist():
+            diverged_at[live[j]] = step
         alive &= finite
         if not bool(alive.any()):
             break
@@ -74,8 +93,38 @@ def train_pack(specs: list[TrialSpec], report: Report | None = None,
 
     wall = (time.perf_counter() - start) / K
     outcomes = outcomes_of(specs, trajectories)
-    return [_result(spec, trajectories[k], outcomes[k], diverged_at[k], wall)
+    return [_result(spec, trajectories[k], outcomes[k], diverged_at[k], decided_stop[k], wall)
             for k, spec in enumerate(specs)]
+
+
+def _decision_watch(specs: list[TrialSpec]) -> results.DecisionWatch | None:
+    """What tells when each trial's first-passage outcomes are decided (`train.stop:
+    decided`), by its family's rules at the stored thresholds; None without the rule."""
+    if specs[0].train.get("stop") != "decided":
+        return None
+    rules = specs[0].family.outcome_rules
+    needed = [c for r in rules for c in r.config]
+    configs = [{c: s.task_params.get(c.removeprefix("task.")) for c in needed} for s in specs]
+    return results.DecisionWatch(rules, [m.name for m in specs[0].metrics], configs)
+
+
+def _decided(watch: results.DecisionWatch, step: int, rows: list[dict[str, Any]],
+             live: list[int], decided_stop: list[int | None], margin: int) -> list[int]:
+    """The live models (positions) that leave at this evaluation: decided at least `margin`
+    steps ago, and not already out (masked, where the experiment cannot drop a model)."""
+    decided_at = watch.observe(step, rows)
+    return [j for j, at in enumerate(decided_at)
+            if at is not None and step - at >= margin and decided_stop[live[j]] is None]
+
+
+def _in_pack_order(rows: list[dict[str, Any]], live: list[int], K: int,
+                   decided_stop: list[int | None]) -> list[dict[str, Any] | None]:
+    """One row per model of the pack for a report: None for a model that has left."""
+    out: list[dict[str, Any] | None] = [None] * K
+    for k, row in zip(live, rows):
+        if decided_stop[k] is None:
+            out[k] = row
+    return out
 
 
 def make_experiment(specs: list[TrialSpec], dtype: torch.dtype, device: str):
@@ -92,11 +141,15 @@ def _to_rows(metrics: dict[str, torch.Tensor], alive: torch.Tensor) -> list[dict
 
 
 def _result(spec: TrialSpec, trajectory: dict[str, list], outcomes: dict[str, Any],
-            diverged_step: int | None, wall: float) -> TrialResult:
-    if diverged_step is None:
-        return TrialResult(spec, "ok", trajectory, outcomes, wall)
-    error = f"loss was not finite at step {diverged_step}"
-    return TrialResult(spec, "diverged", trajectory, outcomes, wall, error, diverged_step)
+            diverged_step: int | None, decided_step: int | None, wall: float) -> TrialResult:
+    if diverged_step is not None:
+        error = f"loss was not finite at step {diverged_step}"
+        return TrialResult(spec, "diverged", trajectory, outcomes, wall, error, diverged_step,
+                           stopped_at=diverged_step, stop_reason="diverged")
+    reason = "budget" if decided_step is None else "decided"
+    last = trajectory["step"][-1] if trajectory["step"] else None
+    return TrialResult(spec, "ok", trajectory, outcomes, wall, stopped_at=last,
+                       stop_reason=reason)
 
 
 _ALLOCATOR_TUNED = False

@@ -2,6 +2,7 @@
 machine's core count; the native kernels built before the first test; a Ray temp dir of a
 test's own."""
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -14,6 +15,7 @@ torch.set_num_threads(1)
 # The estimate's probe cache (sweeper.estimate.probed_step_cost) of this test session only,
 # inherited by the processes the tests start: nothing is written to the user's ~/.cache.
 os.environ["SWEEPER_CACHE_DIR"] = tempfile.mkdtemp(prefix="sweeper_cache_")
+atexit.register(shutil.rmtree, os.environ["SWEEPER_CACHE_DIR"], ignore_errors=True)
 
 
 def pytest_sessionstart(session):

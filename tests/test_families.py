@@ -102,6 +102,47 @@ def test_a_pack_trains_each_model_as_it_trains_alone(name, task, model):
                 assert _flat(x) == pytest.approx(_flat(y), rel=1e-7, abs=1e-9), metric.name
 
 
+def _steps(experiment, optimizer, n: int) -> None:
+    """n optimiser steps of a pack, as `train_pack` takes them (every model alive)."""
+    for _ in range(n):
+        optimizer.zero_grad()
+        losses = experiment.train_loss()
+        alive = torch.ones_like(losses, dtype=torch.bool)
+        losses.sum().backward()
+        optimizer.step(alive)
+
+
+@pytest.mark.parametrize(("name", "task", "model"), CASES, ids=IDS)
+def test_models_that_leave_a_pack_leave_the_others_as_they_train_alone(name, task, model):
+    """`Experiment.keep` and `PackedOptimizer.keep`: a pack of three that drops its middle
+    model after a few steps trains the other two as a pack of them alone does."""
+    from sweeper.optim import PackedOptimizer
+    from sweeper.train import make_experiment
+
+    specs = [_spec(task, model, seed=s) for s in (1, 2, 3)]
+    if not hasattr(make_experiment(specs[:1], torch.float64, "cpu"), "keep"):
+        pytest.skip(f"{name}'s experiment has no keep(): a decided model stays in, masked")
+
+    def pack(chosen):
+        experiment = make_experiment(chosen, torch.float64, "cpu")
+        lr = torch.tensor([s.train["lr"] for s in chosen], dtype=torch.float64)
+        return experiment, PackedOptimizer(list(experiment.model.parameters()), lr,
+                                           chosen[0].train["optimizer"])
+
+    shrunk, optimizer = pack(specs)
+    _steps(shrunk, optimizer, 4)
+    shrunk.keep([0, 2])
+    optimizer = optimizer.keep(list(shrunk.model.parameters()), [0, 2])
+    _steps(shrunk, optimizer, 4)
+    pair, pair_optimizer = pack([specs[0], specs[2]])
+    _steps(pair, pair_optimizer, 8)
+    got, want = shrunk.evaluate(), pair.evaluate()
+    assert set(got) == set(want)
+    for metric, value in want.items():
+        assert got[metric].shape == value.shape, metric
+        assert torch.allclose(got[metric], value, rtol=1e-7, atol=1e-9, equal_nan=True), metric
+
+
 @pytest.mark.parametrize(("name", "task", "model"), CASES, ids=IDS)
 def test_training_leaves_the_global_rng_alone(name, task, model):
     torch.manual_seed(123)

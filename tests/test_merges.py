@@ -36,6 +36,23 @@ def test_no_merge_reads_more_than_its_row_bound():
     assert whole_groups({"a": 600, "b": 600, "c": 300}, max_rows=1000) == [["a"], ["b", "c"]]
 
 
+def test_a_sweeps_driver_allocates_arrow_memory_from_the_system_pool(tmp_path):
+    """Arrow's mimalloc pool keeps what a long-running writer frees (its resident memory grew
+    with N); the driver's Recorder switches this process to the C library's pool."""
+    import io
+
+    import pyarrow as pa
+
+    from sweeper.recording import Progress, Recorder
+
+    before = pa.default_memory_pool()
+    try:
+        Recorder(Store.open(str(tmp_path)), "s", Progress(None, stream=io.StringIO()))
+        assert pa.default_memory_pool().backend_name == "system"
+    finally:
+        pa.set_memory_pool(before)
+
+
 def test_a_merged_store_counts_as_the_same_store_in_packs(tmp_path):
     grid = dict(cooccurrence=(0.0, 0.5, 1.0), hardness=(0.0, 1.0), heads=(1, 2), seeds=3,
                 pack_size=2)

@@ -132,7 +132,9 @@ def test_trial_id_differs_when_any_training_field_or_the_seed_differs(task_id):
     ref = make_spec(**base)
     ids = {ref.trial_id}
     for p in TRAIN_PARAMS:
-        other = _changed_spec(base, "train", p)
+        # a margin is a parameter of the stop rule: changed where the rule is on
+        under = {**base, "train": {"stop": "decided"}} if p.name == "stop_margin" else base
+        other = _changed_spec(under, "train", p)
         assert other is not None, p.name
         assert other.trial_id not in ids, f"train.{p.name} does not change the id"
         ids.add(other.trial_id)

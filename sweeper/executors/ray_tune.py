@@ -96,7 +96,7 @@ def _reporter(metric: str | None, last_step: int) -> Callable | None:
     def report(step: int, rows: list[dict]) -> None:
         if step >= last_step:
             return
-        values = [r[metric] for r in rows if not math.isnan(r[metric])]
+        values = [r[metric] for r in rows if r is not None and not math.isnan(r[metric])]
         tune.report({"step": step, "rows": rows,
                      PACK_METRIC: sum(values) / len(values) if values else math.nan})
 
@@ -196,14 +196,17 @@ def result_from_report(spec: TrialSpec, payload: Mapping[str, Any]) -> TrialResu
     """Rebuild a TrialResult on the driver from what a worker sent (plain data, no pickles)."""
     return TrialResult(spec, payload["status"], payload["trajectory"], payload["outcomes"],
                        payload["wall_time_s"], payload.get("error"), payload.get("diverged_step"),
-                       payload.get("host", socket.gethostname()))
+                       payload.get("host", socket.gethostname()),
+                       stopped_at=payload.get("stopped_at"),
+                       stop_reason=payload.get("stop_reason"))
 
 
 def result_to_report(result: TrialResult) -> dict[str, Any]:
     return {"trial_id": result.trial_id, "status": result.status,
             "trajectory": result.trajectory, "outcomes": result.outcomes,
             "wall_time_s": result.wall_time_s, "error": result.error,
-            "diverged_step": result.diverged_step, "host": result.host}
+            "diverged_step": result.diverged_step, "host": result.host,
+            "stopped_at": result.stopped_at, "stop_reason": result.stop_reason}
 
 
 def partial_result(spec: TrialSpec, rows: list[tuple[int, dict]], status: str,
@@ -211,7 +214,9 @@ def partial_result(spec: TrialSpec, rows: list[tuple[int, dict]], status: str,
     """A trial stopped early (by the scheduler) from the evaluation rows it reported."""
     names = [m.name for m in spec.metrics]
     trajectory = {"step": [s for s, _ in rows], **{n: [r[n] for _, r in rows] for n in names}}
-    return TrialResult(spec, status, trajectory, spec.outcomes(trajectory), wall_time_s)
+    return TrialResult(spec, status, trajectory, spec.outcomes(trajectory), wall_time_s,
+                       stopped_at=trajectory["step"][-1] if rows else None,
+                       stop_reason="early-stopper")
 
 
 class _StrategySearcher(Searcher):

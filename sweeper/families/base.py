@@ -25,6 +25,11 @@ class Experiment(Protocol):
     returns each of the family's metrics as a [K] tensor ([K, n] for a per-item metric).
     `evaluate(probes=False)` may leave out (as NaN) the metrics that are costly to measure
     (copy: the probes); it is called so only between `train.probe_every` steps.
+
+    Optional, `keep(index)`: go on with models `index` (positions in the pack as it is) only,
+    each exactly as it was (parameters, buffers, data streams), so that a pack whose trials
+    stop once decided (`train.stop: decided`) costs what its live models cost. An experiment
+    without it keeps a stopped model in the computation, masked, as a diverged one is.
     """
 
     model: Any  # torch.nn.Module

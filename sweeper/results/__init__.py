@@ -53,6 +53,7 @@ from sweeper.results.outcomes import (
     recompute_outcomes,
     trial_outcomes,
     trials_outcomes,
+    DecisionWatch,
     with_outcomes,
 )
 from sweeper.results.records import Record, failed_outcomes, trajectories_table, trials_table
@@ -84,6 +85,6 @@ __all__ = [
     "counted", "derive_outcomes", "failed_outcomes", "label_entropy", "outcome_columns",
     "pack_id", "pack_of_file", "plateau_level", "recompute_outcomes", "success_outcomes",
     "trajectories_table", "trajectory_schema", "trial_id", "canonical_json", "hash_text",
-    "trial_outcomes", "trials_outcomes",
+    "trial_outcomes", "trials_outcomes", "DecisionWatch",
     "trials_schema", "trials_table", "wilson_interval", "with_outcomes",
 ]

@@ -165,7 +165,11 @@ def _evaluate(rule: OutcomeRule, trajectories: pd.DataFrame, trials: pd.DataFram
     """One rule's column, per trial of `out`'s index."""
     if rule.kind == "success":
         logged = has_rows & (rule.metric in trajectories.columns)
-        return pd.array(np.where(logged, out[rule.steps].notna(), None), dtype="boolean")
+        reached = out[rule.steps].notna().to_numpy()
+        # a trial stopped once decided (at the stored thresholds) that had not reached another
+        # threshold by its stop might have later: unknown, not a failure
+        unknown = ~reached & _stopped_decided(trials, keys, out.index)
+        return pd.array(np.where(logged & ~unknown, reached, None), dtype="boolean")
     if rule.is_category:
         return _category(rule, trajectories, keys, thresholds, out.index)
     level = thresholds.of(rule)
@@ -183,6 +187,15 @@ def _evaluate(rule: OutcomeRule, trajectories: pd.DataFrame, trials: pd.DataFram
         if hit is None:
             return pd.Series(pd.NA, index=out.index, dtype="Int64")
     return first_step(trajectories, keys, hit).reindex(out.index).astype("Int64")
+
+
+def _stopped_decided(trials: pd.DataFrame | None, keys: list[str], index: pd.Index
+                     ) -> np.ndarray:
+    """Per trial of `index`, whether its training stopped once decided (`stop_reason`)."""
+    if trials is None or "stop_reason" not in trials.columns:
+        return np.zeros(len(index), dtype=bool)
+    reason = trials.drop_duplicates(keys).set_index(keys)["stop_reason"].reindex(index)
+    return (reason == "decided").fillna(False).to_numpy(dtype=bool)
 
 
 def item_maxima(trajectories: pd.DataFrame, keys: list[str], metric: str) -> pd.Series:
@@ -281,6 +294,74 @@ def with_outcomes(trials: pd.DataFrame, trajectories: pd.DataFrame,
     kept = trials.drop(columns=[c for c in recomputed.columns
                                 if c in trials.columns and c not in keys])
     return kept.merge(recomputed, on=keys, how="left", validate="one_to_one")
+
+
+# ---------------------------------------------------------------- decided while training
+
+class DecisionWatch:
+    """Which of K trials in training have every first-passage outcome decided, evaluation by
+    evaluation, by the same rules and default thresholds as the outcomes stored
+    (`trials_outcomes`).
+
+    A first-passage outcome (`OutcomeRule.first_passage`) is decided at the first evaluation
+    that meets its threshold: what the trial stores for it cannot change after that step, so
+    a trial whose every one is decided may stop (`train.stop: decided`) and store the same
+    first-passage outcomes as a full budget would. A success follows from its step outcome;
+    a rule whose metric the family does not log (or, below_plateau, whose trial does not say
+    its classes) is NA whatever the trajectory, so it is left out; a family with no rule
+    left is never decided. `observe` takes one evaluation's rows (metric -> value, one per
+    model; None or NaN never meets a threshold); `keep` follows a pack that shrank.
+    """
+
+    def __init__(self, rules: Iterable[OutcomeRule], metrics: Iterable[str],
+                 configs: Sequence[Mapping[str, object]],
+                 thresholds: Thresholds = DEFAULT_THRESHOLDS):
+        logged, K = set(metrics), len(configs)
+        self.checks: list[tuple[OutcomeRule, np.ndarray]] = []
+        for rule in merge_rules(CORE_RULES, rules):
+            if not rule.first_passage or rule.kind == "success" or rule.metric not in logged:
+                continue
+            level = np.full(K, thresholds.of(rule), dtype=float)
+            if rule.kind == "below_plateau":
+                level = self._plateau(rule, configs, thresholds.of(rule))
+                if np.isnan(level).all():
+                    continue
+            self.checks.append((rule, level))
+        self.reached = np.zeros((len(self.checks), K), dtype=bool)
+        self.decided_at: list[int | None] = [None] * K
+
+    @staticmethod
+    def _plateau(rule: OutcomeRule, configs: Sequence[Mapping[str, object]],
+                 fraction: float) -> np.ndarray:
+        classes_column, *rho_column = rule.config
+        classes = np.array([_number(c.get(classes_column)) for c in configs])
+        rho = np.array([_number(c.get(rho_column[0])) if rho_column else 1.0 for c in configs])
+        return np.asarray(plateau_level(classes, np.where(np.isnan(rho), 1.0, rho), fraction),
+                          dtype=float)
+
+    def observe(self, step: int, rows: Sequence[Mapping[str, object]]) -> list[int | None]:
+        """Take one evaluation (at `step`); each model's decision step so far (None: not)."""
+        if not self.checks:
+            return self.decided_at
+        for i, (rule, level) in enumerate(self.checks):
+            values = np.array([_number(row.get(rule.metric)) for row in rows])
+            with np.errstate(invalid="ignore"):
+                hit = values >= level if rule.kind == "first_step" else values < level
+            self.reached[i] |= hit
+        for k in np.flatnonzero(self.reached.all(axis=0)):
+            if self.decided_at[k] is None:
+                self.decided_at[k] = step
+        return self.decided_at
+
+    def keep(self, index: Sequence[int]) -> None:
+        """Follow the pack's models `index` (positions now), the others gone."""
+        self.checks = [(rule, level[list(index)]) for rule, level in self.checks]
+        self.reached = self.reached[:, list(index)]
+        self.decided_at = [self.decided_at[k] for k in index]
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) else math.nan
 
 
 # ---------------------------------------------------------------- outcomes as stored

@@ -18,6 +18,13 @@ by name (a `Thresholds` field, or one of the family's own with its `default`) an
   at all (a store from before the metric existed). No `metric` or `threshold` of its own: each
   `Condition` names a metric and a threshold (or a number).
 
+First-passage and end-state: a step kind (first_step, first_below, below_plateau) and a success
+are *first-passage* outcomes, decided at the evaluation where the threshold is first met and
+never changed by training on; items_reaching and category are *end-state* outcomes, read over
+the whole trajectory or at its last evaluation, as are the final_/best_ metrics. A sweep whose
+budget stops each trial once it is decided (`train.stop: decided`) relies on this split
+(`sweeper.results.outcomes.DecisionWatch`).
+
 Every trials table stores the columns of `OUTCOME_COLUMNS` (schema version 2, a contract: NA
 where a trial's family has no rule for one); a family's other rules add their columns after them.
 """
@@ -122,6 +129,12 @@ class OutcomeRule:
         """'learned: token accuracy': the label, else the column and its metric (a threshold
         follows it in figures)."""
         return self.label or f"{self.column}: {self.metric}"
+
+    @property
+    def first_passage(self) -> bool:
+        """Decided at the first evaluation that meets its threshold (a step or a success);
+        False for the end-state kinds, which training on can still change."""
+        return self.kind in ("first_step", "first_below", "below_plateau", "success")
 
     @property
     def is_step(self) -> bool:

@@ -38,7 +38,15 @@ RUN_FIELDS = (
     # the trial whose training (and trajectory) this row shares: an equivalent config, trained
     # once (`TrialSpec.training_id`); null for a trial trained as itself, and in older stores
     pa.field("shared_with", pa.string()),
+    # where and why its training ended (`STOP_REASONS`): the last step it trained to, so that
+    # a trial stopped once decided is not read as a shorter budget or a failure; null in
+    # older stores
+    pa.field("stopped_at", pa.int64()), pa.field("stop_reason", pa.string()),
 )
+# decided: every first-passage outcome reached (`train.stop: decided`); budget: train.steps
+# trained; early-stopper: a scheduler (ASHA) stopped its pack; diverged: its loss was not
+# finite; error: its training raised on every attempt (nothing trained)
+STOP_REASONS = ("decided", "budget", "early-stopper", "diverged", "error")
 
 
 @dataclass(frozen=True)

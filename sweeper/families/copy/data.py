@@ -44,6 +44,19 @@ class CopySampler:
         self.eval_gens = [generator(s, "eval", device) for s in seeds]
         self.mapping = torch.stack([self._mapping(t, s) for t, s in zip(tasks, seeds)])  # [K, V]
 
+    def keep(self, index: list[int]) -> None:
+        """Keep the streams of models `index` (each goes on drawing what it would alone); the
+        pack's padded width `symbols` stays, as the models' tensors do."""
+        self.tasks = [self.tasks[k] for k in index]
+        self.n = [self.n[k] for k in index]
+        self.columns = [self.columns[k] for k in index]
+        self.train_gens = [self.train_gens[k] for k in index]
+        self.eval_gens = [self.eval_gens[k] for k in index]
+        rows = torch.tensor(index, dtype=torch.long, device=self.hardness.device)
+        self.hardness = self.hardness.index_select(0, rows)
+        self.eos = self.eos.index_select(0, rows)
+        self.mapping = self.mapping.index_select(0, rows)
+
     def target_frequencies(self) -> torch.Tensor:
         """[K, V] float64: each output class's share of the targets under each model's task.
 

@@ -21,6 +21,7 @@ from sweeper import metrics as M
 from sweeper.families.copy.data import CopySampler
 from sweeper.families.copy.model import Seq2Seq
 from sweeper.layers import native
+from sweeper.layers.packed import keep_models
 from sweeper.spec import TrialSpec
 
 PROBE_CHUNK = 1 << 20  # elements of the [K, b, T, S, d] probe tensor computed at once
@@ -43,6 +44,11 @@ class CopyExperiment:
         self.batch_size = specs[0].train["batch_size"]
         self.eval_size = specs[0].train["eval_size"]
         self.probe_size = specs[0].train.get("probe_size") or self.eval_size
+
+    def keep(self, index: list[int]) -> None:
+        """Go on with models `index` of the pack only (`Experiment.keep`)."""
+        keep_models(self.model, index)
+        self.sampler.keep(index)
 
     def train_loss(self) -> torch.Tensor:
         batch = self.sampler.sample(self.batch_size)

@@ -13,6 +13,7 @@ import torch
 from sweeper import metrics as M
 from sweeper.families.topic.data import TopicData, generate
 from sweeper.families.topic.model import Bags, KQAttention
+from sweeper.layers.packed import keep_models
 from sweeper.seeding import generator
 from sweeper.spec import TrialSpec
 
@@ -39,6 +40,18 @@ class TopicExperiment:
         words = self.task.words
         self.train_bags, self.val_bags, self.test_bags = (
             Bags(part.words, words) for part in (self.train, self.val, self.test))
+
+    def keep(self, index: list[int]) -> None:
+        """Go on with models `index` of the pack only (`Experiment.keep`): their parameters,
+        data splits (bags rebuilt) and minibatch streams."""
+        keep_models(self.model, index)
+        rows = torch.tensor(index, dtype=torch.long, device=self.train.words.device)
+        self.train, self.val, self.test = (
+            TopicData(part.words.index_select(0, rows), part.labels.index_select(0, rows))
+            for part in (self.train, self.val, self.test))
+        self.gens = [self.gens[k] for k in index]
+        self.train_bags, self.val_bags, self.test_bags = (
+            Bags(part.words, self.task.words) for part in (self.train, self.val, self.test))
 
     def _loss(self, data: TopicData, bags: Bags | None = None) -> torch.Tensor:
         bags = bags if bags is not None else Bags(data.words, self.task.words)
