@@ -103,6 +103,9 @@ class Estimate:
     parallelism: Parallelism
     packs: int
     budget: int | None = None  # an adaptive search: the trials its budget allows (from it)
+    # budget.stop: decided, charged the full budget (no stored trial says how early they
+    # stop): what it prints is an upper bound
+    decided: bool = False
 
     @property
     def workers(self) -> int:
@@ -110,9 +113,12 @@ class Estimate:
 
     def line(self) -> str:
         p = self.parallelism
-        upto = "up to " if self.budget is not None else ""
+        upto = "up to " if self.budget is not None or self.decided else ""
         budget = (f"; from the search's budget of {self.budget} trials"
                   if self.budget is not None else "")
+        if self.decided:
+            budget += "; each trial charged the full step budget, which trials stop before " \
+                      "once decided"
         packs = f"{self.packs} pack{'s' * (self.packs != 1)}"
         return (f"estimate: {upto}{duration(self.seconds)} with {p.how} (training "
                 f"{duration(self.training_s)} in {packs} + start/stop {duration(p.start_s)}; "
@@ -122,6 +128,7 @@ class Estimate:
         return {"seconds": round(self.seconds, 3), "training_s": round(self.training_s, 3),
                 "workers": self.workers, "packs": self.packs, "basis": self.basis,
                 "from_budget": self.budget is not None, "budget_trials": self.budget,
+                "upper_bound_decided": self.decided,
                 **self.parallelism.to_json()}
 
 
@@ -205,7 +212,9 @@ def estimate_run(plan: Plan, stored_table, how: Parallelism, pack_size: int | No
                     "evaluation)"
             per_pack = [cost.pack_seconds(p) for p in packs]
     training = makespan([t + how.per_pack_s for t in per_pack], how.slots)
-    return Estimate(how.start_s + training, training, basis, how, len(packs), budget)
+    decided = basis != "stored trials of the same shape" and any(
+        p[0].train.get("stop") == "decided" for p in packs)
+    return Estimate(how.start_s + training, training, basis, how, len(packs), budget, decided)
 
 
 def _shape_of(pack: list[TrialSpec]) -> tuple:
@@ -283,7 +292,8 @@ def measure_step_cost(pack: list[TrialSpec], threads: float) -> StepCost:
     def timed(steps: int, eval_every: int) -> float:
         """The fastest training so far (probes at every evaluation: the costlier case)."""
         specs = [replace(s, train={**s.train, "steps": steps, "eval_every": eval_every,
-                                   "probe_every": None}) for s in probe]
+                                   "probe_every": None, "stop": None, "stop_margin": None})
+                 for s in probe]  # every step timed: no model leaves the probe
         seen = times.setdefault((steps, eval_every), [])
         for _ in range(2):
             start = time.perf_counter()

@@ -69,9 +69,10 @@ def train_pack(specs: list[TrialSpec], report: Report | None = None,
             if leaving and all(decided_stop[k] is not None or diverged_at[k] is not None
                                for k in range(K)):
                 break  # nothing of the pack is left to train
-            if leaving and hasattr(experiment, "keep"):  # the rest cost what they cost alone
+            keep = getattr(experiment, "keep", None)
+            if leaving and keep is not None:  # the rest cost what they would alone
                 stay = [j for j in range(len(live)) if j not in set(leaving)]
-                experiment.keep(stay)
+                keep(stay)
                 optimizer = optimizer.keep(list(experiment.model.parameters()), stay)
                 alive, live = alive[stay], [live[j] for j in stay]
                 watch.keep(stay)

@@ -108,6 +108,8 @@ def test_grid_sweep_lands_in_parquet(grid):
     assert (trials["train.steps"] == 20).all() and (trials["task.hardness"] == 0.0).all()
     assert trials["node_id"].notna().all(), "trained on a Ray node"
     assert trials["final_accuracy"].between(0, 1).all()
+    # where and why each stopped, carried from the worker (`result_to_report`)
+    assert (trials["stopped_at"] == 20).all() and (trials["stop_reason"] == "budget").all()
     assert "sweep ray-grid: ran 4 trials" in grid["proc"].stdout
     assert "stored: 4 ok" in grid["proc"].stdout
     assert "4/4 trials: 4 done, 0 failed" in grid["proc"].stderr  # the progress line

@@ -29,7 +29,8 @@ class Experiment(Protocol):
     Optional, `keep(index)`: go on with models `index` (positions in the pack as it is) only,
     each exactly as it was (parameters, buffers, data streams), so that a pack whose trials
     stop once decided (`train.stop: decided`) costs what its live models cost. An experiment
-    without it keeps a stopped model in the computation, masked, as a diverged one is.
+    without it (or whose `keep` is None) keeps a stopped model in the computation, masked, as
+    a diverged one is.
     """
 
     model: Any  # torch.nn.Module

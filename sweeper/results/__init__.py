@@ -46,6 +46,7 @@ from sweeper.results.layout import (
 )
 from sweeper.results.outcomes import (
     DEFAULT_THRESHOLDS,
+    DecisionWatch,
     Thresholds,
     derive_outcomes,
     label_entropy,
@@ -53,7 +54,6 @@ from sweeper.results.outcomes import (
     recompute_outcomes,
     trial_outcomes,
     trials_outcomes,
-    DecisionWatch,
     with_outcomes,
 )
 from sweeper.results.records import Record, failed_outcomes, trajectories_table, trials_table

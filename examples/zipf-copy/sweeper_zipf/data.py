@@ -31,6 +31,14 @@ class ZipfSampler:
         self.train_gens = [generator(s, "data", device) for s in seeds]
         self.eval_gens = [generator(s, "eval", device) for s in seeds]
 
+    def keep(self, index: list[int]) -> None:
+        """Keep the streams of models `index` (a pack whose decided models left it); without
+        this method a decided model would stay in the pack, masked."""
+        self.tasks = [self.tasks[k] for k in index]
+        self.log_weights = [self.log_weights[k] for k in index]
+        self.train_gens = [self.train_gens[k] for k in index]
+        self.eval_gens = [self.eval_gens[k] for k in index]
+
     def _content(self, k: int, batch: int, gen: torch.Generator) -> torch.Tensor:
         """[B, L] distinct tokens of model k, Zipf-weighted, in random order."""
         u = torch.rand(batch, self.tasks[k].content_tokens, generator=gen, dtype=torch.float64,

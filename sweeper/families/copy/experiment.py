@@ -45,8 +45,13 @@ class CopyExperiment:
         self.eval_size = specs[0].train["eval_size"]
         self.probe_size = specs[0].train.get("probe_size") or self.eval_size
 
-    def keep(self, index: list[int]) -> None:
-        """Go on with models `index` of the pack only (`Experiment.keep`)."""
+    @property
+    def keep(self):
+        """`Experiment.keep`, where the sampler can keep some models' streams (a subclass's
+        own sampler may not: then None, and a decided model stays in the pack, masked)."""
+        return self._keep if hasattr(self.sampler, "keep") else None
+
+    def _keep(self, index: list[int]) -> None:
         keep_models(self.model, index)
         self.sampler.keep(index)
 
