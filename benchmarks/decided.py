@@ -40,6 +40,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+from machine import cpu_name  # noqa: E402
 
 FIRST_PASSAGE = ("learned", "steps_to_learn", "attention_learned", "attention_steps",
                  "attention_onset", "ktiw_onset")
@@ -47,16 +49,6 @@ END_STATE = ("regime", "attention_heads")
 # a slice of snell_phase: the weak-signal corner and its strong-signal neighbours, both heads
 PHASE_SLICE = ["task.cooccurrence=0.0,0.25,1.0", "task.hardness=0.0,0.6,1.0", "seeds=4"]
 CADENCES = (10, 20, 40)
-
-
-def cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def run(sweep: str, sets: list[str], executor: str, root: str) -> float:
@@ -189,7 +181,7 @@ def compare(label: str, sweep: str, sets: list[str], executor: str, margin: int,
     name = Path(sweep).stem
     rule = ["budget.stop=decided", f"budget.margin={margin}"]
     full_root, rule_root = f"{work}/{label}-full", f"{work}/{label}-decided"
-    full_s = run(sweep, sets, executor, full_root)
+    full_s = run(sweep, sets + ["budget.stop=null", "budget.margin=null"], executor, full_root)
     rule_s = run(sweep, sets + rule, executor, rule_root)
     full, decided = trials(full_root, name), trials(rule_root, name)
     both = pair(full, decided)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -40,6 +39,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax_anchor  # noqa: E402
+from machine import cpu_name  # noqa: E402
 from throughput import (  # noqa: E402
     CALIBRATED_BUDGET,
     Workload,
@@ -78,17 +78,6 @@ def compare(w: Workload, K: int, steps: int, repeat: int) -> dict:
     out = {p: statistics.median(v) * budget / steps / K for p, v in runs.items()}  # s / trial
     out["flops"] = copy_flops(w, budget)
     return out
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _jax_version() -> str:

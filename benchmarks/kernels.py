@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print("the native kernels are not built here: nothing to compare", file=sys.stderr)
         return 1
     sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from fast_paths import cpu_name
+    from machine import cpu_name
 
     print(f"# {cpu_name()}, native kernels: {native.instruction_set()[0]}, torch "
           f"{torch.__version__}, 1 thread, median of {args.repeat}, interleaved")

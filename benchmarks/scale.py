@@ -46,6 +46,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # the synthetic stores are a test fixture
+sys.path.insert(0, str(REPO / "benchmarks"))
+from machine import cpu_name  # noqa: E402
 
 SWEEP = "s"
 HARDNESS = [round(i / 9, 6) for i in range(10)]
@@ -397,7 +399,7 @@ def main() -> int:
     sizes = sorted(args.sizes)
     root = Path(args.root or tempfile.mkdtemp(prefix="sweeper-scale-"))
     root.mkdir(parents=True, exist_ok=True)
-    print(f"CPU: {_cpu()}; {os.cpu_count()} cores; Python {platform.python_version()}")
+    print(f"CPU: {cpu_name()}; {os.cpu_count()} cores; Python {platform.python_version()}")
     rows: dict[int, dict[str, dict]] = {}
     try:
         for n in sizes:
@@ -441,18 +443,6 @@ def main() -> int:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
     return 0
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                flags = Path("/proc/cpuinfo").read_text()
-                return line.split(":", 1)[1].strip() + (" (AVX-512)" if "avx512f" in flags
-                                                        else "")
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":

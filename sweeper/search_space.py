@@ -508,7 +508,7 @@ def _budget(budget: dict[str, Any], train: dict[str, Any]) -> None:
             raise SweepFileError(f"budget.{key}: given twice (also in fixed.train.{name}); "
                                  "allowed: one of them")
         train[name] = _check_value(TRAIN_ENTRY.param(name), budget[key], f"budget.{key}")
-    if "margin" in budget and budget.get("stop") is None and train.get("stop") is None:
+    if budget.get("margin") is not None and train.get("stop") is None:
         raise SweepFileError(f"budget.margin: got {budget['margin']}; allowed: only with "
                              "budget.stop: decided")
 
