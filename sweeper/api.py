@@ -57,6 +57,7 @@ class SweepResult:
     # where the sweep stands after the run, as `sweeper status` and the dashboard say it
     # (sweeper.results.summary.SweepProgress: stored, running, pending of the whole plan, state)
     progress: Any = field(default=None, repr=False)
+    decided: int = 0  # of `ran`: trials stopped once decided (`budget.stop: decided`)
 
     def to_json(self) -> dict[str, Any]:
         """The run's summary as plain data (`sweeper run --json`; docs/python-api.md)."""
@@ -66,7 +67,8 @@ class SweepResult:
                 "already_stored": self.already_stored, "ran": self.ran, "packs": self.packs,
                 "seconds": round(self.seconds, 3), "trials_per_s": round(self.trials_per_s, 4),
                 "status": self.status, "interrupted": self.interrupted,
-                "pending": self.pending, "shared": self.shared, "outcome": self.outcome,
+                "pending": self.pending, "shared": self.shared, "decided": self.decided,
+                "outcome": self.outcome,
                 "taken_s": None if self.taken_s is None else round(self.taken_s, 3),
                 "estimate": None if self.estimate is None else self.estimate.to_json(),
                 "best_trial": self.best_trial,
@@ -114,6 +116,9 @@ class SweepResult:
         stopped = " (interrupted)" if self.interrupted else ""
         shared = (f" ({self.ran - self.shared} trained, {self.shared} sharing an equivalent "
                   "trial's training)" if self.shared else "")
+        if self.decided:
+            shared += (f" ({self.decided} stopped once decided: first-passage outcomes as the "
+                       "full budget's, end-state ones at the stop)")
         took = f"; {self.timing()}" if self.taken_s is not None else ""
         return (f"sweep {self.sweep}{stopped}: ran {count(self.ran, 'trial')}{shared} in "
                 f"{self.seconds:.1f} s "
@@ -233,7 +238,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                        _stored_cells(store, spec, outcome), outcome, summary["interrupted"],
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0,
                        summary["shared"], taken, estimated, summary.get("best_trial"),
-                       summary["progress"])
+                       summary["progress"], summary["decided"])
 
 
 def _estimate(spec, plan, store, executor: str, address: str | None, num_cpus: int | None,

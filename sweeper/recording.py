@@ -110,6 +110,7 @@ class Recorder:
     # it, in its pack's files
     shares: Mapping[str, list[TrialSpec]] = field(default_factory=dict)
     shared: int = 0  # rows written that share another trial's training
+    decided: int = 0  # rows written of trials stopped once decided (`train.stop: decided`)
     # the cell summary (sweeper.results.summary: RESULTS/SWEEP/cells.parquet), kept current
     # after every committed pack, and the running packs for progress.json
     summary: Any = None
@@ -246,6 +247,7 @@ class Recorder:
             self.stored.update(r.trial_id for r in fresh)
             self.written += len(fresh)
             self.shared += sum(r.shared_with is not None for r in fresh)
+            self.decided += sum(r.stop_reason == "decided" for r in fresh)
             self._quietly(lambda: self._summary().add(pack, fresh, attempts, node_id,
                                                       supersedes=again))
             self._quietly(lambda: self.store.merge_tiers(self.sweep),

@@ -106,7 +106,7 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
     now = plan_progress(plan, store, sweep.name, read_progress(store.fs, store.path(sweep.name)))
     return {"sweep": sweep.name, "expanded": record["trials_expanded"],
             "already_stored": len(stored), "ran": recorder.written, "packs": feedback.packs,
-            "shared": recorder.shared,
+            "shared": recorder.shared, "decided": recorder.decided,
             "seconds": seconds, "trials_per_s": recorder.written / seconds if seconds else 0.0,
             "search_end": ended, "best_trial": best_trial,
             "status": store.status_counts(sweep.name),

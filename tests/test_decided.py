@@ -156,6 +156,7 @@ def test_a_decided_sweep_stores_where_and_why_and_a_rerun_trains_nothing(tmp_pat
     trials = Store.open(str(results)).read("decided", "trials")
     reasons = trials.column("stop_reason").to_pylist()
     assert set(reasons) <= {"decided", "budget"} and "decided" in reasons
+    assert f"({reasons.count('decided')} stopped once decided: first-passage outcomes" in out
     assert trials.column("status").to_pylist() == ["ok"] * 4
     decided = trials.filter(pc.equal(trials["stop_reason"], "decided"))
     assert all(s < 200 for s in decided.column("stopped_at").to_pylist())
