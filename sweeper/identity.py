@@ -35,6 +35,17 @@ def identity(sweep: SweepFile) -> dict[str, Any]:
     return flat
 
 
+def optional_columns(sweep: SweepFile) -> set[str]:
+    """The flat columns of the parameters a trial id hashes only when set (`Entry.optional`,
+    `spec.OPTIONAL_TRAIN`): an identity without one had it null."""
+    from sweeper.families import MODELS, TASKS
+    from sweeper.spec import OPTIONAL_TRAIN
+
+    return ({f"task.{k}" for k in TASKS.get(sweep.task).optional}
+            | {f"model.{k}" for k in MODELS.get(sweep.model).optional}
+            | {f"train.{k}" for k in OPTIONAL_TRAIN})
+
+
 def fingerprint(config: dict[str, Any]) -> str:
     text = json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -50,9 +61,12 @@ def check_same_study(sweep: SweepFile, mine: dict[str, Any], manifest: dict[str,
     if any(v.get("fingerprint") == fingerprint(mine) for v in manifest.get("versions", [])):
         return  # a version of the file that has run under this name before (--extend)
     # keys on one side only are a newer or older sweeper's (a parameter or search option added
-    # since): their old values cannot be known, and the trial ids tell those trials apart
-    changes = [f"{k}: {stored[k]!r} -> {mine[k]!r}" for k in sorted(set(mine) & set(stored))
-               if mine[k] != stored[k]]
+    # since): their old values cannot be known, and the trial ids tell those trials apart;
+    # except a parameter hashed only when set (`optional_columns`): absent, it was null
+    optional = optional_columns(sweep)
+    compared = (set(mine) & set(stored)) | ((set(mine) ^ set(stored)) & optional)
+    changes = [f"{k}: {stored.get(k)!r} -> {mine.get(k)!r}" for k in sorted(compared)
+               if mine.get(k) != stored.get(k)]
     if not changes:
         return
     raise SweeperInputError(

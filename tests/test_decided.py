@@ -215,3 +215,27 @@ def test_plan_says_its_estimate_of_a_decided_sweep_is_an_upper_bound():
     assert "charged the full step budget, which trials stop before once decided" in \
         lines["decided"]
     assert not lines["full"].startswith("estimate: up to ")
+
+
+def test_a_store_made_before_the_rule_refuses_it_under_the_same_name(tmp_path):
+    """An older sweeper's manifest has no train.stop: it was null there, so a sweep file that
+    sets it is another configuration (else each seed would be stored twice, once each way)."""
+    import json
+
+    results = tmp_path / "results"
+    full = write_sweep(tmp_path / "full.yaml", _sweep_text("rule").replace(
+        ", stop: decided, margin: 10", ""))
+    rc, out, err = cli(["run", full, "--results", results, "--executor", "local",
+                        "--no-estimate", "--set", "seeds=1"])
+    assert rc == 0, err
+    manifest_path = results / "rule" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    for key in ("train.stop", "train.stop_margin"):  # as a sweeper before the rule wrote it
+        manifest["identity"].pop(key, None)
+    manifest["versions"] = []
+    manifest_path.write_text(json.dumps(manifest))
+    decided = write_sweep(tmp_path / "decided.yaml", _sweep_text("rule"))
+    rc, out, err = cli(["run", decided, "--results", results, "--executor", "local",
+                        "--no-estimate", "--set", "seeds=1"])
+    assert rc == 2
+    assert "train.stop: None -> 'decided'" in err and "--extend" in err
