@@ -117,11 +117,14 @@ class Recorder:
     packs: dict[str, dict[str, Any]] = field(default_factory=dict)
     _progress_at: float = 0.0
     _warned: bool = False
+    _pool_before: Any = None  # Arrow's memory pool before this driver's (put back at close)
 
     def __post_init__(self) -> None:
         from sweeper.results.store import use_system_allocator
 
-        use_system_allocator()  # a driver that frees memory for hours must give it back
+        # a driver that frees memory for hours must give it back; the pool it replaced comes
+        # back at `close`
+        self._pool_before = use_system_allocator()
 
     def started(self, specs: list[TrialSpec]) -> bool:
         """A pack began training; False when it was already running (an executor that
@@ -205,6 +208,9 @@ class Recorder:
         self.packs.clear()
         self.progress.running = 0
         self.write_progress(force=True, state="interrupted" if interrupted else "finished")
+        import pyarrow as pa
+
+        pa.set_memory_pool(self._pool_before)
 
     def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
                  node_id: str | None = None) -> None:

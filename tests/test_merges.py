@@ -38,7 +38,7 @@ def test_no_merge_reads_more_than_its_row_bound():
 
 def test_a_sweeps_driver_allocates_arrow_memory_from_the_system_pool(tmp_path):
     """Arrow's mimalloc pool keeps what a long-running writer frees (its resident memory grew
-    with N); the driver's Recorder switches this process to the C library's pool."""
+    with N); the driver's Recorder switches this process to the C library's pool for the run."""
     import io
 
     import pyarrow as pa
@@ -47,8 +47,10 @@ def test_a_sweeps_driver_allocates_arrow_memory_from_the_system_pool(tmp_path):
 
     before = pa.default_memory_pool()
     try:
-        Recorder(Store.open(str(tmp_path)), "s", Progress(None, stream=io.StringIO()))
+        recorder = Recorder(Store.open(str(tmp_path)), "s", Progress(None, stream=io.StringIO()))
         assert pa.default_memory_pool().backend_name == "system"
+        recorder.close()  # the run's end: a notebook that ran a sweep reads as before
+        assert pa.default_memory_pool().backend_name == before.backend_name
     finally:
         pa.set_memory_pool(before)
 

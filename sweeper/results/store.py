@@ -703,7 +703,7 @@ def release_unused_memory() -> None:
     pa.default_memory_pool().release_unused()
 
 
-def use_system_allocator() -> None:
+def use_system_allocator() -> pa.MemoryPool:
     """Make Arrow allocate with the C library's malloc in this process (a sweep's driver).
 
     Arrow's default pool (mimalloc) keeps what a process freed in its own arenas, and a
@@ -712,8 +712,11 @@ def use_system_allocator() -> None:
     memory grew 1.4 KB a trial with mimalloc, even with `release_unused_memory` after every
     merge, and 0.6 KB with the system pool, and sat 30-40 MB lower. The driver's Arrow work is
     small files and bounded merges, where the allocator's speed does not show. Readers keep
-    the default pool."""
+    the default pool. Returns the pool it replaced (the Recorder puts it back at its close:
+    a notebook that ran a sweep reads with Arrow's own pool again)."""
+    before = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
+    return before
 
 
 def size_class(rows: int, fanout: int = MERGE_FANOUT) -> int:
