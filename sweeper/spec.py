@@ -264,9 +264,14 @@ def outcomes_of(specs: list[TrialSpec], trajectories: list[Mapping[str, list]]
     """The outcomes stored with trials of one family, at the default thresholds, by its rules
     (`Family.outcome_rules`), in one vectorised pass (`sweeper.results.trials_outcomes`)."""
     rules = specs[0].family.outcome_rules
-    needed = [c for r in rules for c in r.config]
-    configs = [{c: s.task_params.get(c.removeprefix("task.")) for c in needed} for s in specs]
-    return results.trials_outcomes(trajectories, specs[0].metrics, rules, configs)
+    return results.trials_outcomes(trajectories, specs[0].metrics, rules, rule_configs(specs))
+
+
+def rule_configs(specs: list[TrialSpec]) -> list[dict[str, Any]]:
+    """Per trial, the config columns its family's outcome rules read (below_plateau:
+    task.classes, task.cooccurrence)."""
+    needed = [c for r in specs[0].family.outcome_rules for c in r.config]
+    return [{c: s.task_params.get(c.removeprefix("task.")) for c in needed} for s in specs]
 
 
 @dataclass

@@ -7,6 +7,11 @@ The loop, top to bottom: build the experiment (K models, their data streams), th
 evaluate when due, take one optimiser step on the sum of the K models' mean losses (each model's
 gradient is its own), and mask out any model whose loss is NaN or inf: it is recorded as
 `diverged` and stops updating, while the others go on undisturbed.
+
+With `train.stop: decided`, an evaluation also asks which models have every first-passage
+outcome decided (`sweeper.results.DecisionWatch`); one decided `train.stop_margin` steps ago
+leaves the pack (`Experiment.keep`, `PackedOptimizer.keep`: the rest go on as K - 1 models, each
+exactly as it was), its trajectory ending there (`stopped_at`, `stop_reason: decided`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import torch
 from sweeper import results
 from sweeper.errors import SweeperError
 from sweeper.optim import PackedOptimizer
-from sweeper.spec import TrialResult, TrialSpec, is_probe_step, outcomes_of
+from sweeper.spec import TrialResult, TrialSpec, is_probe_step, outcomes_of, rule_configs
 
 Report = Callable[[int, list[dict[str, Any]]], None]  # (step, one metrics row per model)
 
@@ -103,10 +108,8 @@ def _decision_watch(specs: list[TrialSpec]) -> results.DecisionWatch | None:
     decided`), by its family's rules at the stored thresholds; None without the rule."""
     if specs[0].train.get("stop") != "decided":
         return None
-    rules = specs[0].family.outcome_rules
-    needed = [c for r in rules for c in r.config]
-    configs = [{c: s.task_params.get(c.removeprefix("task.")) for c in needed} for s in specs]
-    return results.DecisionWatch(rules, [m.name for m in specs[0].metrics], configs)
+    return results.DecisionWatch(specs[0].family.outcome_rules,
+                                 [m.name for m in specs[0].metrics], rule_configs(specs))
 
 
 def _decided(watch: results.DecisionWatch, step: int, rows: list[dict[str, Any]],
