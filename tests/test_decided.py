@@ -115,13 +115,17 @@ def test_a_success_a_decided_trial_had_not_reached_at_a_higher_threshold_is_unkn
     strict = Thresholds(attention_learned=0.999999)
     out = with_outcomes(trials, pd.DataFrame(rows), strict,
                         families()["copy"].outcome_rules).set_index("trial_id")
+    seen = set()
     for r in short:
         reached = out.loc[r.trial_id, "attention_steps"]
         value = out.loc[r.trial_id, "attention_learned"]
         if r.stop_reason == "decided" and pd.isna(reached):
             assert pd.isna(value)  # might have reached it later: not counted
+            seen.add("unknown")
         elif pd.isna(reached):
             assert value is False or value == False  # noqa: E712 - trained the whole budget
+            seen.add("failed")
+    assert seen == {"unknown", "failed"}  # both cases met, not passed over
 
 
 # -- the sweep file and the store -------------------------------------------------------------
