@@ -277,6 +277,10 @@ def test_the_trials_table_sorts_filters_overlays_selected_rows_and_links_restore
         wait_until(lambda: "outcome=learned" in _address(page) and "min_seeds=2" in _address(page),
                    30,
                    "the outcome and min seeds in the address")
+        # the map is drawn again for the new view, however the two changes' polls overlap
+        wait_until(lambda: "cells need ≥ 2 seeds" in page_value(
+            page, "document.getElementById('phase-title').textContent"),
+            30, "the map drawn with the new minimum")
 
         # sort: a header click sorts ascending, a second descending (nulls last)
         for expected in ("asc", "desc"):

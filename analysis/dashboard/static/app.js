@@ -6,7 +6,7 @@ const params = new URLSearchParams(location.search);
 const COLORS = {success: "#1a9850", failure: "#d73027", diverged: "#7b3294", other: "#999999"};
 const WORDS = {success: "succeeded", failure: "did not", diverged: "diverged", other: "failed/stopped"};
 const POLL_MS = 1500;
-const app = {sweep: params.get("sweep"), state: null, revision: null, phase: null,
+const app = {sweep: params.get("sweep"), state: null, view: 0, drawn: null, phase: null,
              cell: null, failedTotal: -1, searchRevision: null, axesKey: null, timer: null,
              // the view a link restores (syncUrl writes it back as it changes)
              chosen: params.get("x") ? {x: params.get("x"), y: params.get("y"),
@@ -78,14 +78,14 @@ async function start() {
   try {
     const select = $("sweep");
     select.addEventListener("change", () => {
-      app.sweep = select.value; app.revision = null; app.axesKey = null; app.cell = null;
+      app.sweep = select.value; app.view += 1; app.axesKey = null; app.cell = null;
       app.chosen = null; app.selected = []; app.where = ""; app.sort = null; app.offset = 0;
       app.tableKey = null; app.failedTotal = -1; $("cell-section").hidden = true; poll();
     });
     for (const id of ["x", "y", "facet", "outcome", "min-seeds"]) {
       $(id).addEventListener("change", () => {
         app.chosen = {x: $("x").value, y: $("y").value, facet: $("facet").value};
-        app.revision = null; poll();
+        app.view += 1; poll();
       });
     }
     if (params.get("min_seeds")) $("min-seeds").value = params.get("min_seeds");
@@ -122,9 +122,13 @@ async function poll() {
     app.state = state;
     drawProgress(state);
     fillControls(state);
-    if (state.revision !== app.revision) {
+    // what is drawn is named by the store's revision and the view's version, both read before
+    // the draw: a control changed while an earlier poll draws changes the version, so that
+    // earlier poll's end cannot mark the new view as drawn (the change would be lost)
+    const drawing = `${state.revision}|${app.view}`;
+    if (drawing !== app.drawn) {
       await drawPhase();
-      app.revision = state.revision;
+      app.drawn = drawing;
       document.body.dataset.revision = String(state.revision);
       if (app.pendingCell) {  // a link's cell: found by its conditions once the map is drawn
         const wanted = app.pendingCell;
@@ -157,7 +161,7 @@ function fillControls(state) {
   if (key === app.axesKey) return;
   const redraw = app.axesKey !== null;
   app.axesKey = key;
-  if (redraw) app.revision = null;
+  if (redraw) app.view += 1;
   const options = (includeNone) => [
     ...(includeNone ? [el("option", {value: "none"}, "none")] : []),
     ...columns.map(([k, label]) => el("option", {value: k}, label))];
