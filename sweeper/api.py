@@ -154,6 +154,10 @@ class SweepResult:
         if not best:
             return None
         params = ", ".join(f"{k}={v!r}" for k, v in best["params"].items())
+        proposed = {k: v for k, v in best.get("proposed", {}).items()
+                    if best["params"].get(k) != v}
+        if proposed:  # trained as other than Optuna proposed: the trained value is the one
+            params += "; optuna proposed " + ", ".join(f"{k}={v!r}" for k, v in proposed.items())
         return (f"optuna best of {best['objective']} ({best['direction']}): "
                 f"{best['value']:.4g} at Optuna trial {best['number']} ({params}); trial ids "
                 f"{', '.join(best['trial_ids']) or 'none'}")
@@ -179,15 +183,18 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         pack_size: int | None = None, retries: int | None = None, device: str | None = None,
         results_shared: bool = False, verbose: bool = False, stream=None,
         wait: bool = False, extend: bool = False, sets: list[str] | None = None,
-        estimate: bool = True, **overrides: Any) -> SweepResult:
+        estimate: bool = True, strict: bool = False, **overrides: Any) -> SweepResult:
     """Run what of a sweep is not stored yet; see the module's docstring.
 
     sets: `--set` overrides (`apply_sets`), applied after `overrides`. wait: wait for another
     driver of the sweep to finish instead of refusing. extend: store trials of a configuration
     that differs from the stored sweep's under its name (`sweeper.identity`). SIGINT and SIGTERM
     stop the run once its running packs are stored (`sweeper.interrupts`). estimate: False
-    skips the wall-time estimate before training (`SweepResult.estimate` is then None)."""
+    skips the wall-time estimate before training (`SweepResult.estimate` is then None).
+    strict: a value asked for that the task trains as another (c = 0.25 at L = 6 trains as 1/3:
+    `sweeper.cells.realised_notes`) is refused instead of noted."""
     from sweeper.admission import admit_here, calibration_warnings, resolution_warnings
+    from sweeper.cells import realised_notes
     from sweeper.devices import prepare_native_kernels
     from sweeper.interrupts import stop_on_signals
     from sweeper.overrides import sweep_from
@@ -208,6 +215,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     store = Store.open(root)
     plan = make_plan(spec, set())  # expanded once a run, up front: a bad cell fails before
     # anything is written
+    realised = realised_notes(plan.specs, spec, strict)
     runner = make_executor(executor, address=address, num_cpus=num_cpus,
                            results_shared=results_shared, verbose=verbose)
     from sweeper.results.store import check_writable
@@ -219,7 +227,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         memory = admit_here(spec, plan.specs, pack_size or spec.pack_size)
         # (automatic packs are cut to fit `memory` over the packs running at once)
     runner.check(spec, store)  # before it starts and before anything is written
-    notices = [*resolution_warnings(spec), *calibration_warnings(spec, plan.specs)]
+    notices = [*realised, *resolution_warnings(spec), *calibration_warnings(spec, plan.specs)]
     with stop_on_signals(stream) as stop, _lease(store, spec.name, wait, stream, stop):
         store.recover(spec.name)  # damaged files moved aside (one line each) before any read
         if address is None:  # under the lease: a second driver is refused at once, not after

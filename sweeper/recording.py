@@ -214,8 +214,12 @@ class Recorder:
 
     def finished(self, specs: list[TrialSpec], results: list[TrialResult], attempts: int = 1,
                  node_id: str | None = None) -> None:
-        """Store a pack's results (all of them, or what an early stop left)."""
+        """Store a pack's results (all of them, or what an early stop left), each with the
+        driver's spec of its trial (a worker's spec is rebuilt from the config: it lacks
+        what is not hashed, such as the values asked for, `TrialSpec.requested`)."""
         self._ended(specs)
+        by_id = {s.trial_id: s for s in specs}
+        results = [replace(r, spec=by_id.get(r.trial_id, r.spec)) for r in results]
         results = results + [r.shared_as(s) for r in results
                              for s in self.shares.get(r.trial_id, ())]
         self._store(results, attempts, node_id)

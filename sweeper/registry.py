@@ -89,6 +89,17 @@ class Entry:
     # nullable parameters hashed into the trial id only when set (not null): a parameter added
     # after trials were stored keeps their ids valid at its null default (`TrialSpec.config`)
     optional: tuple[str, ...] = ()
+    # the spacing at which a float parameter is trained, at these (resolved) parameters, where
+    # `canonical` moves a requested value to a realised one (copy: c in steps of 1/L): what
+    # `sweeper plan` says when it names a value trained as another, and the step an Optuna
+    # or random search proposes on, so that a proposal is what trains (`sweeper.cells`)
+    steps: Callable[[dict[str, Any]], dict[str, float]] | None = None
+
+    def realisation_steps(self, requested: Mapping[str, Any]) -> dict[str, float]:
+        """`steps` at these requested parameters (defaults filled in, before `canonical`)."""
+        if self.steps is None:
+            return {}
+        return self.steps({p.name: requested.get(p.name, p.default) for p in self.params})
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -67,6 +67,10 @@ class TrialSpec:
     train: Mapping[str, Any]
     seed: int
     device: str = field(default="cpu", compare=False)
+    # the values asked for that train as others ((path, requested value) pairs: a grid's c =
+    # 0.25 trains as 1/3 at L = 6, `Entry.steps`): stored beside the trained values, hashed
+    # into nothing (`sweeper.cells.realised`)
+    requested: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
 
     @property
     def family(self) -> Family:
@@ -297,6 +301,14 @@ class TrialResult:
     @property
     def metrics(self) -> tuple[Metric, ...]:
         return self.spec.metrics
+
+    @property
+    def requested(self) -> str | None:
+        """The values asked for that trained as others, as JSON text ({"task.cooccurrence":
+        0.25}); None when every value trained as asked."""
+        if not self.spec.requested:
+            return None
+        return json.dumps(dict(self.spec.requested), separators=(",", ":"), sort_keys=True)
 
     @property
     def outcome_rules(self) -> tuple[results.OutcomeRule, ...]:

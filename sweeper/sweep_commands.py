@@ -37,6 +37,10 @@ SET_HELP = ("override the file: model.width=48 (a fixed value), model.heads=1,4 
             "budget.steps=100, name=other (repeatable)")
 
 
+STRICT_HELP = ("refuse a value the task trains as another (c = 0.25 at task.length=6 trains as 1/3) "
+               "instead of noting it")
+
+
 def _warn_if_refused(plan, store) -> None:
     """`plan` says so when `run` would refuse the file (a changed configuration)."""
     from sweeper.identity import check_same_study
@@ -63,6 +67,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     sweep = _load_with_sets(args.file, args.set)
     store = Store.open(_results_root(args, sweep))
     plan = make_plan(sweep, store.done_ids(sweep.name))  # failed trials: trained again
+    from sweeper.cells import realised_notes
+
+    realised = realised_notes(plan.specs, sweep, args.strict)
     budget = None
     if args.address is None:  # as `sweeper run` admits it here, before the estimate's probe
         from sweeper.admission import admit_here
@@ -71,7 +78,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _warn_if_refused(plan, store)
     from sweeper.admission import calibration_warnings, power_notes, resolution_warnings
 
-    for warning in [*resolution_warnings(sweep), *calibration_warnings(sweep, plan.specs),
+    for warning in [*realised, *resolution_warnings(sweep), *calibration_warnings(sweep, plan.specs),
                     *power_notes(sweep)]:
         print(warning, file=sys.stderr)  # on stderr: --json stays parseable
     from sweeper.estimate import estimate_for, parallelism
@@ -131,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                  num_cpus=args.num_cpus, pack_size=args.pack_size, retries=args.retries,
                  device=args.device, results_shared=args.results_shared, verbose=args.verbose,
                  wait=args.wait, extend=args.extend, sets=args.set,
-                 estimate=not args.no_estimate)
+                 estimate=not args.no_estimate, strict=args.strict)
     if result.interrupted:  # a late second signal must not turn a clean stop into a traceback
         import signal
 
@@ -270,6 +277,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="skip the wall-time estimate (its timed probe trains a few steps when "
                         "nothing of the sweep's shape is stored)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--strict", action="store_true", help=STRICT_HELP)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", help="run a sweep (embedded local Ray unless --address)")
@@ -299,6 +307,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results-shared", action="store_true",
                    help="the local results path is a filesystem every node shares")
     p.add_argument("-v", "--verbose", action="store_true", help="show the workers' output")
+    p.add_argument("--strict", action="store_true", help=STRICT_HELP)
     p.set_defaults(func=cmd_run)
 
     for name, func, text in (("status", cmd_status, "done / failed / pending counts"),

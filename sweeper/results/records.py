@@ -26,6 +26,8 @@ class Record(Protocol):
     shared_with: str | None  # the trial whose training this is (its trajectory); None: its own
     stopped_at: int | None  # the last step it trained to (None: nothing trained)
     stop_reason: str | None  # why it stopped there (`schema.STOP_REASONS`)
+    # optional: the values asked for that trained as others, JSON text (`schema.RUN_FIELDS`)
+    # requested: str | None
     outcomes: Mapping[str, Any]  # outcome_columns(rules) and final_/best_ of each scalar metric
     # optional: the family's outcome rules (`Family.outcome_rules`), for the columns they add
     # after OUTCOME_COLUMNS (a record without them stores the contract's only)
@@ -59,6 +61,7 @@ def trials_table(records: Sequence[Record], sweep: str, pack: str, attempts: int
                      "shared_with": getattr(r, "shared_with", None),
                      "stopped_at": getattr(r, "stopped_at", None),
                      "stop_reason": getattr(r, "stop_reason", None),
+                     "requested": getattr(r, "requested", None),
                      **r.columns(), **r.outcomes, "diverged_step": r.diverged_step})
     schema = trials_schema(records[0].column_types(), records[0].metrics,
                            getattr(records[0], "outcome_rules", ()))

@@ -42,6 +42,11 @@ RUN_FIELDS = (
     # a trial stopped once decided is not read as a shorter budget or a failure; null in
     # older stores
     pa.field("stopped_at", pa.int64()), pa.field("stop_reason", pa.string()),
+    # the values the sweep asked for that trained as others, as JSON text
+    # ({"task.cooccurrence": 0.25} where the trained c is 0.333333: `sweeper.cells.realised`);
+    # the config columns hold what was trained. null: every value trained as asked (and in
+    # older stores)
+    pa.field("requested", pa.string()),
 )
 # decided: every first-passage outcome reached (`train.stop: decided`); budget: train.steps
 # trained; early-stopper: a scheduler (ASHA) stopped its pack; diverged: its loss was not

@@ -46,7 +46,7 @@ from optuna.distributions import (
 )
 from optuna.trial import TrialState
 
-from sweeper.cells import cell_specs
+from sweeper.cells import cell_specs, trained_step
 from sweeper.errors import SweeperInputError
 from sweeper.numbers import shown
 from sweeper.results import COUNTED_STATUSES, counted, outcome_columns
@@ -93,13 +93,28 @@ def study_writes(path: str | None, made: bool = False) -> Iterator[None]:
         raise could_not_write(path, cause, NOTHING_WRITTEN if made else STORE_KEPT) from exc
 
 
-def distribution(axis: Axis) -> BaseDistribution:
+def distribution(axis: Axis, step: float | None = None) -> BaseDistribution:
+    """The axis as Optuna's distribution; `step`: the spacing the task trains a float range at
+    (`sweeper.cells.trained_step`), so that a proposal is a value that trains as proposed (its
+    ends moved in to the first and last such values)."""
     if axis.kind in ("grid", "choice"):
         return CategoricalDistribution(list(axis.values))
     low, high = axis.values
     if axis.kind == "int":
         return IntDistribution(int(low), int(high))
+    if step is not None:
+        first, last = math.ceil(low / step - 1e-9), math.floor(high / step + 1e-9)
+        if last > first:
+            return FloatDistribution(first * step, last * step, step=step)
     return FloatDistribution(float(low), float(high), log=axis.kind == "loguniform")
+
+
+def trained_values(spec: Any) -> dict[str, Any]:
+    """The values of a cell's spec that train as other than proposed (`TrialSpec.requested`):
+    path -> the trained value, kept on the Optuna trial as its `trained` user attribute."""
+    groups = {"task": spec.task_params, "model": spec.model_params, "train": spec.train}
+    return {path: _plain(groups[path.split(".", 1)[0]][path.split(".", 1)[1]])
+            for path, _ in spec.requested}
 
 
 def _fits(params: dict[str, Any], distributions: dict[str, BaseDistribution]) -> bool:
@@ -232,7 +247,8 @@ class OptunaStrategy(SearchRules):
                  stored: dict[str, _Stored], study_file: str | None = None):
         self.sweep, self.study, self._storage = sweep, study, storage
         self.study_file = study_file  # on a local disk: writes to it fail in one line
-        self.distributions = {a.path: distribution(a) for a in sweep.axes}
+        self.distributions = {a.path: distribution(a, trained_step(sweep, a))
+                              for a in sweep.axes}
         self._trials = stored  # trial id -> what is stored (this run's tells added)
         self._out: dict[tuple[str, ...], list[int]] = {}  # a cell's ids -> its trial numbers
         self._cell_of: dict[tuple[str, ...], tuple[str, ...]] = {}  # a pack's ids -> its cell's
@@ -322,9 +338,11 @@ class OptunaStrategy(SearchRules):
         except ValueError:  # no COMPLETE trial yet
             return None
         search = self.sweep.search
+        proposed = {k: _plain(v) for k, v in best.params.items()}
         return {"objective": search.objective, "direction": search.direction,
                 "value": float(best.value), "number": best.number,
-                "params": {k: _plain(v) for k, v in best.params.items()},
+                "params": {**proposed, **best.user_attrs.get("trained", {})},
+                "proposed": proposed,
                 "trial_ids": [str(i) for i in best.user_attrs.get("trial_ids", ())]}
 
     def counted(self) -> int:
@@ -358,6 +376,9 @@ class OptunaStrategy(SearchRules):
             return None
         ids = tuple(s.trial_id for s in specs)
         trial.set_user_attr("trial_ids", list(ids))
+        trained = trained_values(specs[0]) if specs else {}
+        if trained:  # off the task's grid (a step that depends on another axis): said
+            trial.set_user_attr("trained", trained)
         if ids in self._out:
             self._out[ids].append(trial.number)
             return None

@@ -92,6 +92,11 @@ def canonical(params: dict) -> dict:
     return {**params, "vocab": task.content_tokens, "cooccurrence": task.cooccurrence}
 
 
+def steps(params: dict) -> dict[str, float]:
+    """c is trained in steps of 1/L (N = L + round(c L) content tokens), unless vocab sets N."""
+    return {} if params.get("vocab") is not None else {"cooccurrence": 1 / params["length"]}
+
+
 def ineffective(params: dict) -> tuple[str, ...]:
     """hardness changes nothing when the block is the whole vocabulary (N <= L: c = 0, or a
     small vocab with repeat): both components then draw from the same tokens with the same noise,
@@ -123,4 +128,4 @@ PARAMS = (
 )
 TASK = Entry("copy-v1", make_copy, PARAMS,
              doc="Copy L tokens through a seq2seq model (Snell et al. 2021).",
-             check=check, canonical=canonical, ineffective=ineffective)
+             check=check, canonical=canonical, ineffective=ineffective, steps=steps)
