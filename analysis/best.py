@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 from sweeper.results.errors import python_arguments
 
 from .errors import AnalysisInputError, unknown_column
-from .outcomes import derived_columns
+from .load import load
 from .query import _swept, _with_context, query_frame
 
 MODES = ("max", "min")
@@ -49,7 +49,7 @@ def best_trials(results: str | os.PathLike, sweep: str | Sequence[str] | None = 
                                  "attention_steps")
     ranked = frame[(frame["status"] == "ok") & values.notna()]
     ranked = ranked.sort_values(column, ascending=mode == "min", kind="stable")
-    derived = set(derived_columns())
+    manifests = load(results, sweep, columns=["trial_id"], filesystem=filesystem).manifests
     lead = ["sweep"] if "sweep" in frame.columns and frame["sweep"].nunique() > 1 else []
-    shown = [*lead, *[c for c in _swept(frame) if c not in derived], "seed", "trial_id", column]
+    shown = [*lead, *_swept(frame, manifests), "seed", "trial_id", column]
     return ranked[list(dict.fromkeys(shown))].head(n).reset_index(drop=True)

@@ -318,7 +318,7 @@ def run_phase(args: argparse.Namespace) -> int:
     results = _load(args)
     x, y, facet = _axes(args, results)
     if facet == "auto":
-        auto = default_axes(results.trials)[2]
+        auto = default_axes(results.trials, results.manifests)[2]
         facet = auto if auto not in (x, y) else None
     phase = phase_from_results(results, x, y, facet, thresholds=_thresholds(args),
                                min_seeds=args.min_seeds, outcome=args.outcome,

@@ -296,8 +296,9 @@ class Results:
         files = sum(len(s.files["trajectories"]) for s in self.sweeps)
         read = ("read" if self.trajectories_read
                 else f"unread, in {count(files, 'file')}")
-        config = [c for c in self.trials.columns if c.startswith(("task.", "model.", "train."))]
-        varying = [c for c in config if self.trials[c].astype(str).nunique() > 1]
+        from .swept import swept_columns  # (it reads the families' words: loaded late)
+
+        varying = swept_columns(self.trials, self.manifests)
         return (f"<Results of sweep{'s' * (len(self.sweeps) > 1)} {names}: "
                 f"{count(len(self.trials), 'trial')}{status}; varying: "
                 f"{', '.join(varying) or 'nothing'}; "

@@ -92,7 +92,7 @@ def results_html(results: Results) -> str:
     files = sum(len(s.files["trajectories"]) for s in results.sweeps)
     facts.append(("trajectories", "read" if results.trajectories_read
                   else f"unread ({count(files, 'file')})"))
-    varying = varying_columns(trials)
+    varying = varying_columns(trials, results.manifests)
     axes = pd.DataFrame({"column": varying,
                          "values": [", ".join(_values(trials[c])) for c in varying]})
     body = [frame_html(axes, "axes")] if varying else []

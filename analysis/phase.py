@@ -47,6 +47,7 @@ from .outcomes import (
     outcome_threshold,
     with_outcomes,
 )
+from .swept import swept_columns
 
 REGIMES = ("learned", "failed", "unreliable", "insufficient", "missing")
 CONFIG_PREFIXES = ("task.", "model.", "optim.", "train.")
@@ -748,13 +749,14 @@ PREFERRED_FACETS = ("model.heads", "model.classifier", "model.attention", "model
                     "model.train_keys", "model.train_embeddings")
 
 
-def default_axes(trials: pd.DataFrame) -> tuple[str, str, str | None]:
-    """x, y and facet for a sweep: the swept columns, in the order a researcher expects
+def default_axes(trials: pd.DataFrame, manifests: Mapping[str, Mapping] | None = None
+                 ) -> tuple[str, str, str | None]:
+    """x, y and facet for a sweep: the swept columns (`analysis.swept`: not the ones derived
+    from them, such as copy's task.vocab in a sweep over c), in the order a researcher expects
     (co-occurrence, then hardness or distractors; heads or classifier as the facet)."""
     config = [c for c in trials.columns if c.startswith(CONFIG_PREFIXES)
               and trials[c].dtype != object]
-    derived = derived_columns()
-    varying = [c for c in config if c not in derived and trials[c].nunique() > 1]
+    varying = [c for c in swept_columns(trials, manifests) if c in config]
     facet = next((c for c in PREFERRED_FACETS if c in varying), None)
     swept = [c for c in PREFERRED_AXES if c in varying and c != facet]
     swept += [c for c in varying if c not in swept and c != facet]

@@ -11,7 +11,7 @@ need double quotes in SQL: ``SELECT "model.heads", avg(learned::INT) FROM trials
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import duckdb
 import numpy as np
@@ -27,6 +27,7 @@ from sweeper.results.store import without_superseded
 
 from .errors import AnalysisInputError
 from .load import Sweep, file_schema, load, open_sweeps
+from .swept import swept_columns
 
 FORMATS = ("table", "csv", "json")
 _EMPTY = {"trials": "SELECT NULL::VARCHAR AS sweep, NULL::VARCHAR AS trial_id WHERE false",
@@ -170,7 +171,7 @@ def query_frame(results: str | os.PathLike, sweep: str | Sequence[str] | None = 
     res = load(results, sweep, where=where, columns=columns, filesystem=filesystem)
     whole = res if where is None else load(results, sweep, columns=[
         c for c in res.trial_columns if c.startswith(CONFIG_GROUPS)], filesystem=filesystem)
-    varying = set(_swept(whole.trials))
+    varying = set(_swept(whole.trials, whole.manifests))
     swept = [c for c in res.trials.columns if c in varying]  # in the store's column order
     if table == "trials":
         if res.filters_trajectories:
@@ -215,30 +216,21 @@ def default_columns(res) -> list[str]:
     """What `sweeper query` shows of a trial unless told: the swept columns (not the ones a
     family derives from them), seed, status, the outcome the sweep's family draws and its
     step, and the final loss, accuracy and outcome metric."""
-    from .outcomes import derived_columns, outcome_rules
+    from .outcomes import outcome_rules
     from .phase import default_outcome
 
     trials = res.trials
-    derived = set(derived_columns())
     outcome = default_outcome(res)
     rule = next((r for r in outcome_rules(trials) if r.column == outcome), None)
-    wanted = [*[c for c in _swept(trials) if c not in derived], "seed", "status", outcome,
+    wanted = [*_swept(trials, res.manifests), "seed", "status", outcome,
               *([rule.steps, *FINAL_METRICS, f"final_{rule.metric}"] if rule else FINAL_METRICS)]
     return [c for c in dict.fromkeys(wanted) if c and c in trials.columns]
 
 
-def _swept(trials: pd.DataFrame) -> list[str]:
-    """The sweep's axes as stored: config columns with more than one value in the sweep."""
-    return [c for c in trials.columns if c.startswith(CONFIG_GROUPS) and _varies(trials[c])]
-
-
-def _varies(column: pd.Series) -> bool:
-    """More than one value (null counted as one); values that cannot be hashed by their
-    text."""
-    try:
-        return column.nunique(dropna=False) > 1
-    except TypeError:
-        return column.astype(str).nunique(dropna=False) > 1
+def _swept(trials: pd.DataFrame, manifests: Mapping[str, Mapping] | None = None) -> list[str]:
+    """The sweep's axes as stored (`analysis.swept.swept_columns`: not the columns derived from
+    them)."""
+    return swept_columns(trials, manifests)
 
 
 def _in_context(frame: pd.DataFrame, swept: Sequence[str], asked: Sequence[str] | None,

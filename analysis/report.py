@@ -363,7 +363,7 @@ def _failed_section(trials: pd.DataFrame, keys: Sequence[str]) -> str:
 
 
 def _objective_section(trials: pd.DataFrame, info, outcome: str,
-                       figures: dict[str, Figure]) -> str:
+                       figures: dict[str, Figure], manifests: dict | None = None) -> str:
     """A random or Optuna search: the objective per cell against each parameter."""
     from .search import best_first, objective_cells
     from .seeds import varying_columns
@@ -371,7 +371,7 @@ def _objective_section(trials: pd.DataFrame, info, outcome: str,
     objective = info.objective or outcome
     if objective not in trials.columns:
         return ""
-    keys = [c for c in info.axes if c in trials.columns] or varying_columns(trials)
+    keys = [c for c in info.axes if c in trials.columns] or varying_columns(trials, manifests)
     if not keys:
         return ""
     cells = objective_cells(trials, keys, objective)
@@ -476,11 +476,11 @@ def _onset_section(trials: pd.DataFrame, phase: PhaseDiagram, figures: dict[str,
 
 # ---------------------------------------------------------------- the page
 
-def _axes(trials: pd.DataFrame, x: str | None, y: str | None, facet: str | None
-          ) -> tuple[str, str, str | None]:
+def _axes(trials: pd.DataFrame, x: str | None, y: str | None, facet: str | None,
+          manifests: dict | None = None) -> tuple[str, str, str | None]:
     if (x is None) != (y is None):
         raise AnalysisInputError("give both x and y, or neither (then they are inferred)")
-    auto = default_axes(trials) if x is None or facet == "auto" else None
+    auto = default_axes(trials, manifests) if x is None or facet == "auto" else None
     if x is None:
         x, y = auto[0], auto[1]
     if facet == "auto":
@@ -496,7 +496,7 @@ def make_report(results: Results, *, x: str | None = None, y: str | None = None,
     """Build the page. Axes default to the swept columns (see `phase.default_axes`); the
     outcome to the one the sweep's family names (copy: attention_learned); bins as
     `phase_from_results`'s (a random or Optuna sweep's continuous axes binned)."""
-    x, y, facet = _axes(results.trials, x, y, facet)
+    x, y, facet = _axes(results.trials, x, y, facet, results.manifests)
     outcome = outcome or default_outcome(results)
     trials = with_outcomes(results.trials, outcome_trajectories(results), thresholds)
     threshold = outcome_threshold(trials, outcome, thresholds)
@@ -511,7 +511,8 @@ def make_report(results: Results, *, x: str | None = None, y: str | None = None,
                "regimes": plots.regime_figure(phase, info.scales())}
     if not phase.trial_regimes.empty:  # copy: which solution each cell's seeds found
         figures["trial_regimes"] = plots.trial_regime_figure(phase, scales=info.scales())
-    objective = _objective_section(trials, info, outcome, figures) if info.drawn else ""
+    objective = _objective_section(trials, info, outcome, figures,
+                                   results.manifests) if info.drawn else ""
     linked, seeds = _seeds_section(results, binned, phase, thresholds)
     keys = [k for k in (facet, x, y) if k]
     sections = [_manifest_section(results), _counts_section(results, phase),

@@ -13,24 +13,15 @@ from sweeper.results import COUNTED_STATUSES, DEFAULT_THRESHOLDS, Thresholds
 
 from .errors import AnalysisInputError, unknown_column
 from .load import Results
-from .outcomes import derived_columns, outcome_metrics, with_outcomes
+from .outcomes import outcome_metrics, with_outcomes
+from .swept import swept_columns
 
-CONFIG_PREFIXES = ("task.", "model.", "train.")
 
-
-def varying_columns(trials: pd.DataFrame) -> list[str]:
-    """Config columns with more than one value (derived ones left out): a sweep's axes."""
-    out, derived = [], derived_columns()
-    for c in trials.columns:
-        if not c.startswith(CONFIG_PREFIXES) or c in derived or c.endswith(".id"):
-            continue
-        column = trials[c]
-        if column.dtype == object and column.map(lambda v: isinstance(v, list | np.ndarray)
-                                                 ).any():
-            continue
-        if column.nunique(dropna=False) > 1:
-            out.append(c)
-    return out
+def varying_columns(trials: pd.DataFrame, manifests: Mapping[str, Mapping] | None = None
+                    ) -> list[str]:
+    """A sweep's axes: the parameters that vary, not the columns derived from them
+    (`analysis.swept.swept_columns`, the one rule)."""
+    return swept_columns(trials, manifests)
 
 
 def cell_keys(results: Results, by: str | None = None) -> list[str]:
@@ -41,7 +32,7 @@ def cell_keys(results: Results, by: str | None = None) -> list[str]:
             if k not in results.trials.columns:
                 raise unknown_column(k, results.trials.columns, "--by")
         return keys
-    return varying_columns(results.trials)
+    return varying_columns(results.trials, results.manifests)
 
 
 def split_cells(trials: pd.DataFrame, keys: Sequence[str]) -> list[dict]:

@@ -37,8 +37,8 @@ SET_HELP = ("override the file: model.width=48 (a fixed value), model.heads=1,4 
             "budget.steps=100, name=other (repeatable)")
 
 
-STRICT_HELP = ("refuse a value the task trains as another (c = 0.25 at task.length=6 trains as 1/3) "
-               "instead of noting it")
+STRICT_HELP = ("refuse a value the task trains as another (c = 0.25 at task.length=6 trains as "
+               "1/3) instead of noting it")
 
 
 def _warn_if_refused(plan, store) -> None:
@@ -78,8 +78,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     _warn_if_refused(plan, store)
     from sweeper.admission import calibration_warnings, power_notes, resolution_warnings
 
-    for warning in [*realised, *resolution_warnings(sweep), *calibration_warnings(sweep, plan.specs),
-                    *power_notes(sweep)]:
+    for warning in [*realised, *resolution_warnings(sweep),
+                    *calibration_warnings(sweep, plan.specs), *power_notes(sweep)]:
         print(warning, file=sys.stderr)  # on stderr: --json stays parseable
     from sweeper.estimate import estimate_for, parallelism
 

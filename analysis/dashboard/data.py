@@ -59,7 +59,6 @@ from ..axes import (
     tick,
 )
 from ..errors import AnalysisInputError
-from ..outcomes import derived_columns
 from ..phase import (
     DEFAULT_BINS,
     AxisBins,
@@ -78,6 +77,7 @@ from ..search import (
     spread_importance,
     trial_lines,
 )
+from ..swept import swept_columns
 
 MAX_CURVES = 200  # seeds drawn per cell
 TABLE_PAGE = 1000  # trials table rows a request returns unless it asks for another page size
@@ -213,15 +213,13 @@ class SweepView:
         return named if named in have else (have[0] if have else "learned")
 
     def axes(self) -> list[dict]:
-        """The columns that vary (the sweep's axes), each with how it is drawn."""
+        """The parameters that vary (the sweep's axes, not the columns derived from them:
+        `analysis.swept`), each with how it is drawn."""
         cells = self.summary.cells if self.summary is not None else pd.DataFrame()
         info = search_info(self.manifest())
         drawn = manifests_draw_cells([self.manifest()])
-        out, derived = [], derived_columns()
-        for column in cells.columns:
-            if (not column.startswith(("task.", "model.", "train.")) or column in derived
-                    or column.endswith(".id")):
-                continue
+        out = []
+        for column in swept_columns(cells, {self.name: self.manifest()}):
             values = _sorted(cells[column].dropna().unique().tolist())
             if len(values) < 2:
                 continue
@@ -246,7 +244,8 @@ class SweepView:
         progress = manifest_progress(statuses, read_progress(self.fs, self.folder), manifest)
         axes = self.axes()
         try:
-            x, y, facet = default_axes(cells) if len(cells) else (None, None, None)
+            x, y, facet = (default_axes(cells, {self.name: manifest}) if len(cells)
+                           else (None, None, None))
         except AnalysisInputError:
             x, y, facet = (axes[0]["column"] if axes else None,
                            axes[1]["column"] if len(axes) > 1 else None, None)

@@ -17,8 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from sweeper.numbers import shown
-from sweeper.results.errors import ResultsInputError
+from sweeper.results.errors import ResultsInputError, shown
 
 TABLES = ("trials", "trajectories")
 STUDY_FILE = "optuna.db"  # an Optuna sweep's study (SQLite) beside its local results

@@ -18,8 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from sweeper.numbers import shown
-from sweeper.results.errors import ResultsInputError
+from sweeper.results.errors import ResultsInputError, shown
 from sweeper.results.layout import check_sweep_name
 
 DEFAULT_RESULTS = "results"  # where `sweeper run` stores sweeps unless told otherwise

@@ -1,0 +1,87 @@
+"""Parameters apart from derived columns: in a sweep over c at a fixed L, copy's task.vocab varies
+with c (N = L + round(c L)) but was never swept, so no view offers it as an axis, a colour, a
+slice, an importance or a default column; it stays readable by name. One rule
+(`analysis.swept`) serves every view."""
+
+from __future__ import annotations
+
+import pyarrow.fs as pafs
+import pytest
+from sweep_helpers import cli, variant, write_sweep
+
+import analysis
+from analysis.phase import default_axes
+from analysis.query import DEFAULT, query_frame
+from analysis.swept import declared_axes, swept_columns
+
+
+@pytest.fixture(scope="module")
+def c_by_heads(tmp_path_factory):
+    """A real sweep (local executor): c x heads at L = 4, so vocab is 4 or 6 with c."""
+    root = tmp_path_factory.mktemp("swept")
+    data = variant(**{"name": "ch", "axes.model.heads": {"grid": [1, 2]}, "seeds": 1,
+                      "budget": {"steps": 10}})
+    path = write_sweep(root / "ch.yaml", data)
+    assert cli(["run", path, "--results", root / "r", "--executor", "local",
+                "--no-estimate"])[0] == 0
+    return root / "r"
+
+
+def test_a_column_the_task_sets_from_a_swept_one_is_not_a_parameter(c_by_heads):
+    res = analysis.load(str(c_by_heads), "ch")
+    assert res.trials["task.vocab"].nunique() == 2  # it varies ...
+    assert swept_columns(res.trials, res.manifests) == ["task.cooccurrence", "model.heads"]
+    # heads is the facet; y is a fixed preferred axis, never vocab (x = c, y = vocab before)
+    assert default_axes(res.trials, res.manifests) == ("task.cooccurrence", "task.hardness",
+                                                      "model.heads")
+    assert "varying: task.cooccurrence, model.heads;" in repr(res)
+
+
+def test_query_shows_parameters_by_default_and_a_derived_column_when_named(c_by_heads):
+    default = query_frame(c_by_heads, "ch", columns=DEFAULT)
+    assert "task.vocab" not in default.columns
+    assert {"task.cooccurrence", "model.heads"} <= set(default.columns)
+    named = query_frame(c_by_heads, "ch", columns=["task.vocab"])
+    assert named["task.vocab"].tolist() == sorted(named["task.vocab"].tolist())  # sorted by c
+    rc, out, _ = cli(["query", "ch", "--results", c_by_heads])
+    assert rc == 0 and "task.vocab" not in out.splitlines()[0]
+
+
+def test_the_dashboard_offers_parameters_only(c_by_heads):
+    from analysis.dashboard.data import SweepView
+
+    view = SweepView(pafs.LocalFileSystem(), str(c_by_heads), "ch")
+    state = view.state()
+    assert [a["column"] for a in state["axes"]] == ["task.cooccurrence", "model.heads"]
+    search = view.search()
+    assert [p["column"] for p in search["parameters"]] == ["task.cooccurrence", "model.heads"]
+    assert set(search["importance"]["values"]) == {"task.cooccurrence", "model.heads"}
+
+
+def test_the_run_s_overrides_count_as_its_axes():
+    manifest = {"sweep_file": "name: s\naxes:\n  task:\n    cooccurrence: {grid: [0, 1]}\n",
+                "overrides": ["model.heads=1,4", "task.cooccurrence=0.5"]}
+    assert declared_axes(manifest) == {"model.heads"}
+    assert declared_axes({"sweep_file": "# synthetic\nname: s\n"}) is None
+    assert declared_axes({}) is None
+
+
+def test_without_declared_axes_every_varying_parameter_counts(tmp_path):
+    """A synthetic store's manifest names no axes: nothing is called derived."""
+    import synthetic_stores as synthetic
+
+    synthetic.write_copy_sweep(tmp_path, "syn", cooccurrence=(0.0, 0.5), hardness=(0.0,),
+                               heads=(1,), seeds=1, seed=1)
+    res = analysis.load(str(tmp_path), "syn")
+    assert "task.cooccurrence" in swept_columns(res.trials, res.manifests)
+
+
+def test_a_value_fixed_differently_in_two_sweeps_is_a_parameter_of_the_comparison(tmp_path):
+    for heads in (1, 2):
+        data = variant(**{"name": f"h{heads}", "fixed.model.heads": heads, "seeds": 1,
+                          "budget": {"steps": 10}})
+        path = write_sweep(tmp_path / f"h{heads}.yaml", data)
+        assert cli(["run", path, "--results", tmp_path / "r", "--executor", "local",
+                    "--no-estimate"])[0] == 0
+    res = analysis.load(str(tmp_path / "r"), ["h1", "h2"])
+    assert swept_columns(res.trials, res.manifests) == ["task.cooccurrence", "model.heads"]
