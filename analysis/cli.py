@@ -202,23 +202,28 @@ def run_best(args: argparse.Namespace) -> int:
     where = _located(args)
     root, sweep = where.results, where.name
     frame = best_trials(root, sweep, metric=args.metric, mode=args.mode, n=args.n,
-                        where=args.where)
+                        where=args.where, by=args.by)
     sys.stdout.write(format_frame(frame, "json" if args.json else "table"))
     return 0
 
 
 def _add_best(subparsers) -> None:
-    from .best import MODES
+    from .best import BY, MODES
 
     p = subparsers.add_parser(
-        "best", help="print a sweep's best trials by one metric",
-        description="The trials that finished, ranked by a numeric trials column (a final or "
-                    "best metric, or a number outcome), with their swept columns, seed and "
-                    "trial id.")
+        "best", help="print a sweep's best configurations or trials by one metric",
+        description="The configurations (seeds pooled: the mean over their finished seeds, "
+                    "with a 95%% interval) or the trials that finished, ranked by a numeric "
+                    "trials column (a final or best metric, or a number outcome; by config "
+                    "also a yes/no outcome's share), with their swept columns (and a trial's "
+                    "seed and id).")
     _add_sweep(p)
     p.add_argument("--metric", required=True,
                    help="e.g. final_accuracy, best_loss, attention_steps (or a short name: "
-                        "accuracy)")
+                        "accuracy is final_accuracy)")
+    p.add_argument("--by", choices=BY,
+                   help="config: configurations by their mean over seeds (the default when "
+                        "a configuration has several seeds); trial: single trials")
     p.add_argument("--mode", choices=MODES, default="max",
                    help="max: the highest first (default); min: the lowest first")
     p.add_argument("-n", type=int_argument(1, 1_000_000), default=5,

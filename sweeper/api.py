@@ -94,15 +94,16 @@ class SweepResult:
 
         return analysis.load(self.results, self.sweep, **kwargs)
 
-    def best(self, metric: str, mode: str = "max", n: int = 5, where: str | None = None):
-        """The sweep's n best finished trials by a numeric trials column (a pandas DataFrame
-        with each trial's swept columns, seed and trial id): `analysis.best.best_trials`, what
-        `sweeper best` prints. `result.best("final_accuracy")`, `result.best("attention_steps",
-        mode="min", where="model.heads == 1")`."""
+    def best(self, metric: str, mode: str = "max", n: int = 5, where: str | None = None,
+             by: str | None = None):
+        """The sweep's n best configurations (mean over seeds, with its interval) or finished
+        trials by a numeric trials column (a pandas DataFrame with the swept columns):
+        `analysis.best.best_trials`, what `sweeper best` prints. `result.best("accuracy")`,
+        `result.best("attention_steps", mode="min", by="trial", where="model.heads == 1")`."""
         from analysis.best import best_trials
 
         return best_trials(self.results, self.sweep, metric=metric, mode=mode, n=n,
-                           where=where)
+                           where=where, by=by)
 
     def summary(self) -> str:
         stored = ", ".join(f"{n} {s}" for s, n in sorted(self.status.items())) or "nothing"

@@ -54,7 +54,8 @@ def test_sweeper_best_prints_a_table_or_json_for_a_name_a_folder_or_a_path(rando
 
 @pytest.mark.parametrize(("argv", "says"), [
     (["--metric", "nonsense"], "nonsense"),
-    (["--metric", "loss"], "--metric loss: ambiguous; allowed: one of final_loss, best_loss"),
+    (["--metric", "id"], "--metric id: ambiguous; allowed: one of task.id, model.id"),
+    (["--metric", "accuracy", "--by", "cell"], "--by"),
     (["--metric", "learned"], "not a number"),
     (["--metric", "accuracy", "--mode", "best"], "--mode"),
     (["--metric", "accuracy", "-n", "0"], "-n"),
@@ -73,3 +74,55 @@ def test_query_takes_json_as_every_printing_command_does(random_sweep):
     assert cli(["query", root / "rand", "--json", "--format", "json"])[0] == 0
     rc, out, err = cli(["query", root / "rand", "--json", "--format", "csv"])
     assert rc == 2 and out == "" and "--json and --format csv: give one" in err
+
+
+SEEDED = variant(name="seeded", seeds=3, budget={"steps": 20})
+
+
+@pytest.fixture(scope="module")
+def seeded_sweep(tmp_path_factory):
+    """Two configurations (c = 0 and 0.5) of three seeds each."""
+    root = tmp_path_factory.mktemp("best_seeded")
+    result = sweeper.run(SEEDED, results=str(root), executor="local")
+    assert result.ran == 6
+    return root, result
+
+
+def test_best_ranks_configurations_by_their_mean_over_seeds_where_there_are_seeds(
+        seeded_sweep):
+    from scipy import stats
+
+    root, result = seeded_sweep
+    best = result.best("accuracy")  # by config: the default with 3 seeds a configuration
+    trials = pd.read_parquet(root / "seeded" / "trials")
+    means = trials.groupby("task.cooccurrence")["final_accuracy"].agg(["mean", "sem", "size"])
+    assert list(best.columns) == ["task.cooccurrence", "seeds", "mean_final_accuracy", "low",
+                                  "high"]
+    assert best["task.cooccurrence"].tolist() == means.sort_values(
+        "mean", ascending=False, kind="stable").index.tolist()
+    for _, row in best.iterrows():
+        m = means.loc[row["task.cooccurrence"]]
+        assert row["seeds"] == 3 and row["mean_final_accuracy"] == pytest.approx(m["mean"])
+        if m["sem"] > 0:
+            low, high = stats.t.interval(0.95, 2, loc=m["mean"], scale=m["sem"])
+            assert (row["low"], row["high"]) == pytest.approx((low, high))
+    per_trial = result.best("accuracy", by="trial", n=10)
+    assert len(per_trial) == 6 and {"seed", "trial_id"} <= set(per_trial.columns)
+
+
+def test_a_yes_no_outcome_ranks_configurations_by_its_share_with_an_exact_interval(
+        seeded_sweep):
+    from scipy import stats
+
+    root, _ = seeded_sweep
+    rc, out, err = cli(["best", root / "seeded", "--metric", "learned", "--json"])
+    assert rc == 0, err
+    rows = json.loads(out)
+    trials = pd.read_parquet(root / "seeded" / "trials")
+    for row in rows:
+        k = int(trials[trials["task.cooccurrence"] == row["task.cooccurrence"]]["learned"].sum())
+        ci = stats.binomtest(k, 3).proportion_ci(0.95, method="exact")
+        assert row["mean_learned"] == pytest.approx(k / 3)
+        assert (row["low"], row["high"]) == pytest.approx((ci.low, ci.high))
+    rc, _, err = cli(["best", root / "seeded", "--metric", "learned", "--by", "trial"])
+    assert rc == 2 and "a yes/no outcome with by config" in err

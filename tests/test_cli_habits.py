@@ -140,11 +140,15 @@ def test_query_prints_exactly_the_columns_named_and_sorts_rows_by_axes_then_seed
     assert frame.equals(frame.sort_values(order, kind="stable", ignore_index=True))
 
     ambiguous = subprocess.run([sys.executable, "-m", "sweeper.cli", "query",
-                                f"{tmp_path}/copy", "--columns", "accuracy"],
+                                f"{tmp_path}/copy", "--columns", "id"],
                                capture_output=True, text=True, timeout=120, cwd=REPO,
                                env=subprocess_env())
     assert ambiguous.returncode == 2
-    assert "final_accuracy, best_accuracy" in ambiguous.stderr.strip().splitlines()[-1]
+    assert "task.id, model.id" in ambiguous.stderr.strip().splitlines()[-1]
+    final = subprocess.run([sys.executable, "-m", "sweeper.cli", "query", f"{tmp_path}/copy",
+                            "--columns", "accuracy"], capture_output=True, text=True,
+                           timeout=120, cwd=REPO, env=subprocess_env())
+    assert final.returncode == 0 and "final_accuracy" in final.stdout.splitlines()[0]
 
 
 def test_bash_completion_completes_commands_flags_and_choices(tmp_path):

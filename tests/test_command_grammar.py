@@ -72,7 +72,7 @@ def test_every_reading_command_takes_the_three_forms_and_prints_json(sweep, form
     assert status["sweep"] == NAME and status["done"] == len(ids) == 8
     rows = run_json(["query", *target, "--columns", "learned"])
     assert {r["trial_id"] for r in rows} == ids
-    best = run_json(["best", *target, "--metric", "final_accuracy", "-n", "3"])
+    best = run_json(["best", *target, "--metric", "final_accuracy", "-n", "3", "--by", "trial"])
     assert len(best) == 3 and {r["trial_id"] for r in best} <= ids
     phase = run_json(["phase", *target, "--x", "task.cooccurrence", "--y", "model.heads",
                       "-o", str(tmp_path / "phase.png")])
@@ -172,10 +172,10 @@ def test_short_names_in_phase_axes_and_facet(sweep, tmp_path):
     assert (phase["x"], phase["y"], phase["facet"]) == ("task.cooccurrence", "task.hardness",
                                                          "model.heads")
     for flag in ("--x", "--y", "--facet"):
-        axes = {"--x": "cooccurrence", "--y": "heads", "--facet": "none", flag: "accuracy"}
+        axes = {"--x": "cooccurrence", "--y": "heads", "--facet": "none", flag: "id"}
         rc, _, err = cli(["phase", *target, *[a for kv in axes.items() for a in kv]])
         assert rc == 2 and err.count("\n") == 1
-        assert f"{flag} accuracy: ambiguous; allowed: one of final_accuracy, best_accuracy" in err
+        assert f"{flag} id: ambiguous; allowed: one of task.id, model.id" in err
 
 
 def test_short_names_in_seeds_where_and_by(sweep, tmp_path):

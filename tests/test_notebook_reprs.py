@@ -209,8 +209,8 @@ def test_a_changed_configuration_is_refused_naming_extend_true_in_python(tmp_pat
 def test_analysis_refusals_from_python_name_the_argument(store):  # noqa: F811
     with pytest.raises(ResultsInputError, match=r"^results: got 'nosuch://bucket/x'"):
         analysis.load("nosuch://bucket/x", "copy")
-    with pytest.raises(AnalysisInputError, match=r"^metric= accuracy: ambiguous; allowed: one "
-                                                 r"of final_accuracy, best_accuracy"):
-        analysis.best.best_trials(store, "copy", metric="accuracy")
-    rc, _, err = cli(["best", f"{store}/copy", "--metric", "accuracy"])
-    assert rc == 2 and "error: --metric accuracy: ambiguous" in err, err
+    with pytest.raises(AnalysisInputError, match=r"^metric= id: ambiguous; allowed: one "
+                                                 r"of task.id, model.id"):
+        analysis.best.best_trials(store, "copy", metric="id")
+    rc, _, err = cli(["best", f"{store}/copy", "--metric", "id"])
+    assert rc == 2 and "error: --metric id: ambiguous" in err, err

@@ -155,11 +155,13 @@ def test_optuna_on_the_local_executor_stores_its_trials_and_its_study(tmp_path, 
     again = sweeper.run(str(sweep_file), results=str(results), executor="local")
     assert again.ran == 0 and again.best_trial == again.to_json()["best_trial"] == {
         "objective": "best_accuracy", "direction": "maximize", "value": best.value,
-        "number": best.number, "params": best.params,
+        "number": best.number, "params": best.params, "proposed": best.params,
         "trial_ids": best.user_attrs["trial_ids"]}
-    ranked = again.best("best_accuracy", n=6)  # the same trials, ranked one by one
+    ranked = again.best("best_accuracy", n=6, by="trial")  # the same trials, one by one
     cell = ranked[ranked["trial_id"].isin(best.user_attrs["trial_ids"])]
     assert cell["best_accuracy"].mean() == pytest.approx(best.value)
+    # per configuration (the default with seeds): Optuna's value of its best trial, first
+    assert again.best("best_accuracy").iloc[0]["mean_best_accuracy"] == pytest.approx(best.value)
     assert "best trial" in again._repr_html_() and again.best_trial_text() in repr(again)
     write_sweep(sweep_file, variant(**{"name": "opt", "axes": RANGES,
                                        "search": {**OPTUNA, "trials": 4}}))

@@ -98,15 +98,18 @@ def resolve_column(name: str, available: Iterable[str], field: str, hint: str = 
     """A column (or parameter) as people write it: `heads` for `model.heads`, `accuracy` for
     `final_accuracy`. The one lookup of every flag that names a column (query's --columns and
     --where, phase's --x/--y/--facet, best's --metric, run's --set): the name itself when it
-    is one; else the one name whose last dotted part it is, or its `final_`/`best_` column;
-    several are refused in one line naming `field` and them (`hint` added; raised as `error`,
-    default `ResultsInputError`); none: the name as given, for the caller to name unknown
-    with what it has."""
+    is one; else the one name whose last dotted part it is, or its `final_`/`best_` column (a
+    metric's bare name is its final value where it has both, as a Ray Tune metric is its last
+    reported value); several are refused in one line naming `field` and them (`hint` added;
+    raised as `error`, default `ResultsInputError`); none: the name as given, for the caller to
+    name unknown with what it has."""
     available = list(available)
     if name in available:
         return name
     matches = [c for c in available if c.split(".")[-1] == name
                or c in (f"final_{name}", f"best_{name}")]
+    if set(matches) == {f"final_{name}", f"best_{name}"}:
+        return f"final_{name}"
     if len(matches) == 1:
         return matches[0]
     if matches:

@@ -65,6 +65,20 @@ def exact_interval(k, n, confidence: float = 0.95) -> tuple[float, float]:
     return (float(ci.low), float(ci.high))
 
 
+def mean_interval(values, confidence: float = 0.95) -> tuple[float, float]:
+    """Student's t interval for the mean of `values` (seeds of one configuration), assuming
+    them independent draws whose mean is near normal; (NaN, NaN) with fewer than two, and the
+    mean itself twice when they are all equal."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < 2:
+        return (float("nan"), float("nan"))
+    mean, sem = float(x.mean()), float(_scipy_stats().sem(x))
+    if sem == 0:
+        return (mean, mean)
+    low, high = _scipy_stats().t.interval(confidence, len(x) - 1, loc=mean, scale=sem)
+    return (float(low), float(high))
+
+
 @dataclass(frozen=True)
 class Comparison:
     """One test's result and whether it could have come out the other way.
