@@ -114,9 +114,9 @@ def sweep_result_html(result: Any) -> str:
         facts.append(("best trial", result.best_trial_text()))
     body = []
     if result.cells is not None and len(result.cells):
-        axes = [c for c in result.cells.columns if c not in CELL_COLUMNS]
+        axes = [c for c in result.cells.columns if c not in (*CELL_COLUMNS, "n", "objective")]
         facts.append(("axes", ", ".join(axes) or "none"))
-        body.append(frame_html(result.cells, f"cells: p({result.outcome})",
+        body.append(frame_html(result.cells, f"cells: {result.shown_by}",
                                digits={a: None for a in axes}))
     return summary_html("SweepResult", result.summary(), facts, body)
 

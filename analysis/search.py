@@ -191,13 +191,24 @@ def optuna_importance(path: str, study_name: str) -> dict[str, float] | None:
         storage.engine.dispose()
 
 
-def history(lines: pd.DataFrame, direction: str | None) -> dict:
-    """The optimisation history: each counted trial's objective in the order given (stored
-    order) and the best so far (the running max, or min when minimising)."""
-    values = lines["objective"].astype(float)
+def history(lines: pd.DataFrame, direction: str | None, keys: Sequence[str] = ()) -> dict:
+    """The optimisation history as a search counts its trials: one point per cell (the
+    distinct values of `keys`: an Optuna trial is a cell, its value the mean over the cell's
+    seeds), in the order the cells were first stored, with the best so far (the running max,
+    or min when minimising); `trial_id` names each cell's first trial, `trials` its count.
+    Without keys, one point per line."""
+    keys = list(keys)
+    if keys and len(lines):
+        grouped = lines.groupby(keys, dropna=False, sort=False)
+        cells = pd.DataFrame({"objective": grouped["objective"].mean(),
+                              "trial_id": grouped["trial_id"].first(),
+                              "trials": grouped.size()}).reset_index()
+    else:
+        cells = lines.assign(trials=1)
+    values = cells["objective"].astype(float)
     best = values.cummin() if direction == "minimize" else values.cummax()
-    return {"trial_id": lines["trial_id"].tolist(), "objective": values.tolist(),
-            "best": best.tolist()}
+    return {"trial_id": cells["trial_id"].tolist(), "objective": values.tolist(),
+            "best": best.tolist(), "trials": cells["trials"].astype(int).tolist()}
 
 
 def best_first(cells: pd.DataFrame, direction: str | None) -> pd.DataFrame:

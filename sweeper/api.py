@@ -58,6 +58,18 @@ class SweepResult:
     # (sweeper.results.summary.SweepProgress: stored, running, pending of the whole plan, state)
     progress: Any = field(default=None, repr=False)
     decided: int = 0  # of `ran`: trials stopped once decided (`budget.stop: decided`)
+    # a search that optimises an objective (Optuna): its name and direction; `cells` then holds
+    # the objective per cell as the study is told it (`analysis.search.objective_cells`), best
+    # first, not the family's phase outcome
+    objective: str | None = None
+    direction: str | None = None
+
+    @property
+    def shown_by(self) -> str:
+        """What the cell table shows: the search's objective, else p(the phase outcome)."""
+        if self.objective is not None:
+            return f"{self.objective}, {self.direction}, best first"
+        return f"p({self.outcome})"
 
     def to_json(self) -> dict[str, Any]:
         """The run's summary as plain data (`sweeper run --json`; docs/python-api.md)."""
@@ -68,7 +80,8 @@ class SweepResult:
                 "seconds": round(self.seconds, 3), "trials_per_s": round(self.trials_per_s, 4),
                 "status": self.status, "interrupted": self.interrupted,
                 "pending": self.pending, "shared": self.shared, "decided": self.decided,
-                "outcome": self.outcome,
+                "outcome": self.outcome, "objective": self.objective,
+                "direction": self.direction,
                 "taken_s": None if self.taken_s is None else round(self.taken_s, 3),
                 "estimate": None if self.estimate is None else self.estimate.to_json(),
                 "best_trial": self.best_trial,
@@ -134,6 +147,8 @@ class SweepResult:
         from sweeper.results.cells import CELL_COLUMNS
 
         cells, outcome = self.cells, self.outcome
+        if self.objective is not None:
+            return self._objective_table(max_rows)
         axes = [c for c in cells.columns if c not in CELL_COLUMNS]
         rows = [[*(row[a] for a in axes), int(row["n_trials"]), int(row["n"]),
                  None if row["n"] == 0 else round(float(row["p"]), 3),
@@ -143,6 +158,20 @@ class SweepResult:
                 for _, row in cells.head(max_rows).iterrows()]
         text = table(rows, [*axes, "trials", "counted", f"p({outcome})", "95% interval",
                             "median steps", "failed"])
+        if len(cells) > max_rows:
+            text += f"\n... {len(cells) - max_rows} more cells"
+        return text
+
+    def _objective_table(self, max_rows: int) -> str:
+        """Per cell, best first: its counted seeds and the objective as the study is told it
+        (the mean over them; a step outcome never reached counts as the budget)."""
+        from sweeper.report import table
+
+        cells = self.cells
+        axes = [c for c in cells.columns if c not in ("n", "objective")]
+        rows = [[*(row[a] for a in axes), int(row["n"]), round(float(row["objective"]), 4)]
+                for _, row in cells.head(max_rows).iterrows()]
+        text = table(rows, [*axes, "counted", f"{self.objective} ({self.direction}, mean)"])
         if len(cells) > max_rows:
             text += f"\n... {len(cells) - max_rows} more cells"
         return text
@@ -172,7 +201,8 @@ class SweepResult:
     def __repr__(self) -> str:
         lines = [f"SweepResult({self.summary()})"]
         if self.cells is not None and len(self.cells):
-            lines += ["", f"cells ({self.outcome}):", self.cell_table()]
+            shown = self.outcome if self.objective is None else self.shown_by
+            lines += ["", f"cells ({shown}):", self.cell_table()]
         if self.best_trial_text():
             lines += ["", self.best_trial_text()]
         return "\n".join(lines)
@@ -242,12 +272,16 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                                 plan=plan, notices=notices)  # said once admitted
         taken = time.perf_counter() - started
     outcome = spec.family.phase_outcome
+    objective = spec.search.objective if spec.search.type == "optuna" else None
+    cells = (_objective_cells(store, spec) if objective else
+             _stored_cells(store, spec, outcome))
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],
                        summary["ran"], summary["packs"], summary["seconds"], summary["status"],
-                       _stored_cells(store, spec, outcome), outcome, summary["interrupted"],
+                       cells, outcome, summary["interrupted"],
                        summary["pending"], stop.exit_status if summary["interrupted"] else 0,
                        summary["shared"], taken, estimated, summary.get("best_trial"),
-                       summary["progress"], summary["decided"])
+                       summary["progress"], summary["decided"], objective,
+                       spec.search.direction if objective else None)
 
 
 def _estimate(spec, plan, store, executor: str, address: str | None, num_cpus: int | None,
@@ -272,6 +306,26 @@ def _lease(store, sweep: str, wait: bool, stream, stop):
     except WaitStopped:
         raise stop.interrupted(f"stopped waiting for the other driver of sweep {sweep}; "
                                "nothing was run") from None
+
+
+def _objective_cells(store, spec):
+    """An objective search's cells, best first (`analysis.search.objective_cells`: the value
+    its study is told), or None when nothing is stored."""
+    import pyarrow as pa
+
+    from analysis.search import best_first, objective_cells
+
+    axes = [a.column for a in spec.axes]
+    objective = spec.search.objective
+    wanted = [*axes, objective, "status", "learned", "train.steps", "trial_id"]
+    try:
+        data = store.read(spec.name, "trials", columns=list(dict.fromkeys(wanted)))
+    except pa.ArrowInvalid:
+        data = store.read(spec.name, "trials")
+    if data is None:
+        return None
+    cells = objective_cells(data.to_pandas(), axes, objective)
+    return best_first(cells, spec.search.direction).reset_index(drop=True)
 
 
 def _stored_cells(store, spec, outcome: str):

@@ -27,14 +27,21 @@ def manifest(sweep: SweepFile, plan: Plan, previous: dict[str, Any] | None = Non
     file that has run under this name; what its strategy says of its search, for readers that
     must not branch on the type (`sweeper.results.reading.search_facts`)."""
     from sweeper.identity import fingerprint, versions
+    from sweeper.results.rules import success_outcomes
 
     config = plan.identity
     rules = strategy_class(sweep.search.type)
+    # what its maps show: the outcome it judges its cells by when that is a yes/no one (an
+    # Optuna search of `learned`, a boundary search's outcome), else the family's
+    judged = rules.judged_outcome(sweep.search, sweep.family)
+    outcome = (judged if judged in success_outcomes(sweep.family.outcome_rules)
+               else sweep.family.phase_outcome)
     return {"sweep_file": sweep.text, "task": sweep.task, "model": sweep.model,
             "search": sweep.search.type, "search_draws_cells": rules.draws_cells,
             "search_samples_level_set": rules.samples_level_set,
             "search_adaptive": rules.adaptive,
-            "outcome": sweep.family.phase_outcome,
+            "outcome": outcome, "objective": sweep.search.objective,
+            "direction": sweep.search.direction if sweep.search.objective else None,
             "trials_expanded": plan.budget,
             "identity": config, "fingerprint": fingerprint(config),
             "overrides": list(overrides or []),

@@ -734,10 +734,16 @@ def test_a_random_search_has_a_monotone_best_so_far_history(tmp_path):
     view = SweepView(LOCAL, str(tmp_path), "random")
     view.state()
     search = view.search()
-    assert search["type"] == "random" and len(search["history"]["objective"]) == 120
+    # one point per cell, as the search counts its trials (60 cells of 2 seeds: 120 trials)
+    assert search["type"] == "random" and len(search["history"]["objective"]) == 60
+    assert search["history"]["trials"] == [2] * 60
     assert np.all(np.diff(search["history"]["best"]) >= 0)
     trials = load(tmp_path, "random").trials
-    lines = trial_lines(trials, ["task.cooccurrence", "task.hardness"], "attention_steps")
+    keys = ["task.cooccurrence", "task.hardness"]
+    lines = trial_lines(trials, keys, "attention_steps")
+    per_cell = history(lines, "maximize", keys)
+    means = lines.groupby(keys, sort=False)["objective"].mean()
+    assert per_cell["objective"] == pytest.approx(means.tolist())
     for direction, step in (("maximize", np.maximum), ("minimize", np.minimum)):
         h = history(lines, direction)
         assert len(h["best"]) == len(lines) and h["objective"] == lines["objective"].tolist()

@@ -537,7 +537,7 @@ class SweepView:
                       "lines": lines.to_dict("records"), "slices": slices(lines, keys),
                       "importance": {"method": "optuna" if study else "spread",
                                      "values": study or spread_importance(lines, keys)},
-                      "history": history(lines, info.direction) if searched else None})
+                      "history": history(lines, info.direction, keys) if searched else None})
 
     def _stored_order(self, trials: pd.DataFrame) -> pd.DataFrame:
         """The trials in the order their packs' files were committed (modification time;

@@ -802,8 +802,10 @@ function importanceFigure(data) {
 
 function historyFigure(data) {
   const h = data.history, order = h.objective.map((_, i) => i + 1);
+  // one point per cell, as the search counts its trials (an Optuna trial: the mean over seeds)
+  const text = h.trial_id.map((id, i) => `${id}, ${h.trials[i]} seed${h.trials[i] === 1 ? "" : "s"}`);
   return [[{type: "scatter", mode: "markers", x: order, y: h.objective, name: data.objective,
-            marker: {size: 6, color: "#21918c", opacity: 0.7}, text: h.trial_id,
+            marker: {size: 6, color: "#21918c", opacity: 0.7}, text,
             hovertemplate: "trial %{x} (%{text})<br>%{y:.3g}<extra></extra>"},
            {type: "scatter", mode: "lines", x: order, y: h.best, name: "best so far", line: {color: "#d73027", shape: "hv"}}],
           {height: 320, margin: {l: 60, r: 20, t: 40, b: 50}, legend: {orientation: "h", y: -0.25},
