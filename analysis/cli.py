@@ -157,9 +157,11 @@ def run_query(args: argparse.Namespace) -> int:
     else:
         if args.all and args.columns is not None:
             raise AnalysisInputError("give --columns or --all, not both")
+        if args.only and args.columns is None:
+            raise AnalysisInputError("--only: give --columns too (--only keeps exactly them)")
         columns = _columns(args.columns) or (None if args.all else DEFAULT)
         frame = query_frame(root, sweep, where=args.where, columns=columns, table=args.table,
-                            limit=args.limit)
+                            limit=args.limit, only=args.only)
     sys.stdout.write(format_frame(frame, _query_format(args)))
     return 0
 
@@ -179,9 +181,12 @@ def _add_query(subparsers) -> None:
                     "trajectories (DuckDB; quote dotted names: \"model.heads\").")
     _add_sweep(p)
     p.add_argument("--where", help="e.g. 'model.heads == 1 and task.hardness > 0.5'")
-    p.add_argument("--columns", help="exactly these (and the trial id), comma-separated, e.g. "
-                                     "seed,learned,steps_to_learn; default: the swept columns, "
-                                     "seed, status, outcome and final metrics")
+    p.add_argument("--columns", help="these after the swept columns (and the trial id), "
+                                     "comma-separated, e.g. seed,learned,steps_to_learn; "
+                                     "default: the swept columns, seed, status, outcome and "
+                                     "final metrics")
+    p.add_argument("--only", action="store_true",
+                   help="with --columns: exactly those and the trial id, no swept columns")
     p.add_argument("--all", action="store_true", help="every column")
     p.add_argument("--table", choices=("trials", "trajectories"), default="trials",
                    help="one row per trial (default) or per logged step")

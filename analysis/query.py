@@ -145,13 +145,14 @@ FINAL_METRICS = ("final_loss", "final_accuracy")  # and the final value of the o
 @python_arguments
 def query_frame(results: str | os.PathLike, sweep: str | Sequence[str] | None = None, *,
                 where: str | None = None, columns: Sequence[str] | str | None = None,
-                table: str = "trials", limit: int | None = None,
+                table: str = "trials", limit: int | None = None, only: bool = False,
                 filesystem: pafs.FileSystem | None = None) -> pd.DataFrame:
     """Rows of one table, filtered by a where string and projected to columns, sorted by the
     sweep's swept columns and the seed.
 
-    columns: None, every column; a list, exactly those (short names resolved: `heads` is
-    model.heads), then the trial id (and, for trajectories, the step) that name the row;
+    columns: None, every column; a list, the swept columns (so that a row names its cell) then
+    those (short names resolved: `heads` is model.heads), and the trial id (and, for
+    trajectories, the step) that name the row; `only`: exactly those, no swept columns;
     DEFAULT, for the trials table, the swept columns, seed, status, the family's outcome and
     its step, a few final metrics (`default_columns`), and the trial id (every column of the
     trajectories). For table='trajectories', columns may also name trials columns
@@ -181,9 +182,9 @@ def query_frame(results: str | os.PathLike, sweep: str | Sequence[str] | None = 
         if wanted_traj:
             raise AnalysisInputError(
                 f"{', '.join(wanted_traj)}: trajectories columns; query table 'trajectories'")
-        frame = _in_context(res.trials, swept, asked)
+        frame = _in_context(res.trials, swept, asked, only=only)
     else:
-        frame = _in_context(_trajectories_with(res, columns), swept, asked, ["step"])
+        frame = _in_context(_trajectories_with(res, columns), swept, asked, ["step"], only)
     return frame.head(limit) if limit is not None else frame
 
 
@@ -234,11 +235,11 @@ def _swept(trials: pd.DataFrame, manifests: Mapping[str, Mapping] | None = None)
 
 
 def _in_context(frame: pd.DataFrame, swept: Sequence[str], asked: Sequence[str] | None,
-                then: Sequence[str] = ()) -> pd.DataFrame:
+                then: Sequence[str] = (), only: bool = False) -> pd.DataFrame:
     """Rows sorted by the swept config columns (`_swept`) and the seed; when columns were
-    chosen, exactly those and what names a row: the trial id after them (a trajectory row:
-    the trial id and `then`, the step, before them), the sweep first when rows come from
-    several."""
+    chosen, the swept ones (unless `only`), those, and what names a row: the trial id after
+    them (a trajectory row: the trial id and `then`, the step, before them), the sweep first
+    when rows come from several."""
     swept = [c for c in swept if c in frame.columns]
     order = [c for c in ["sweep", *swept, "seed", *then] if c in frame.columns]
     if order and len(frame):
@@ -247,6 +248,7 @@ def _in_context(frame: pd.DataFrame, swept: Sequence[str], asked: Sequence[str] 
     if asked is None:
         return frame
     lead = ["sweep"] if "sweep" in frame.columns and frame["sweep"].nunique() > 1 else []
+    asked = list(asked) if only else [*swept, *asked]
     shown = [*lead, "trial_id", *then, *asked] if then else [*lead, *asked, "trial_id"]
     return frame[[c for c in dict.fromkeys(shown) if c in frame.columns]]
 

@@ -74,12 +74,18 @@ def test_bad_sql_gets_one_line_with_the_columns(store, query, message):
 
 def test_query_frame_filters_and_joins_trial_columns(store):
     frame = query_frame(store, "copy", where="model.heads == 1 and step == 200",
-                        columns=["accuracy", "task.hardness"], table="trajectories")
-    # exactly the columns asked for, after what names a trajectory row
+                        columns=["accuracy", "task.hardness"], table="trajectories", only=True)
+    # only: exactly the columns asked for, after what names a trajectory row
     assert list(frame.columns) == ["trial_id", "step", "accuracy", "task.hardness"]
+    kept = query_frame(store, "copy", where="step == 200", columns=["accuracy"],
+                       table="trajectories")
+    swept = [c for c in kept.columns if c.startswith(("task.", "model."))]
+    assert {"task.cooccurrence", "task.hardness", "model.heads"} <= set(swept)
+    assert list(kept.columns) == ["trial_id", "step", *swept, "accuracy"]
     assert (frame["step"] == 200).all() and frame["task.hardness"].notna().all()
     with pytest.raises(AnalysisInputError, match="table 'trajectories'"):
-        query_frame(store, "copy", columns=["accuracy"])
+        query_frame(store, "copy", columns=["attn_acc_head"])  # per head: no final_ column
+    assert "final_accuracy" in query_frame(store, "copy", columns=["accuracy"]).columns
     with pytest.raises(AnalysisInputError, match="table 'trajectories'"):
         query_frame(store, "copy", where="step > 3")
 
@@ -114,7 +120,9 @@ def test_cli_query_where_columns_json(store, capsys):
     rows = json.loads(capsys.readouterr().out)
     expected = load(store, "copy", where="model.heads == 1 and task.hardness > 0.5")
     assert len(rows) == len(expected.trials)
-    assert list(rows[0]) == ["seed", "learned", "trial_id"]  # exactly those, and the trial
+    swept = [c for c in rows[0] if c.startswith(("task.", "model."))]
+    assert "task.cooccurrence" in swept  # a row names its cell: the swept columns first
+    assert list(rows[0]) == [*swept, "seed", "learned", "trial_id"]
 
 
 def test_cli_query_sql_csv(store, capsys):
@@ -205,7 +213,7 @@ def test_s3_uri_loads_and_queries(s3_results, capsys):
                 "copy")
     assert frame["n"].item() == len(local.trajectories)
     base, _, options = uri.partition("?")
-    assert main(["query", f"{base}/copy?{options}", "--columns", "seed", "--limit", "2",
-                 "--format", "csv"]) == 0
+    assert main(["query", f"{base}/copy?{options}", "--columns", "seed", "--only", "--limit",
+                 "2", "--format", "csv"]) == 0
     header = capsys.readouterr().out.splitlines()[0]
     assert header == "seed,trial_id"

@@ -123,7 +123,8 @@ def test_query_prints_exactly_the_columns_named_and_sorts_rows_by_axes_then_seed
 
     write_copy_sweep(tmp_path, "copy")
     proc = subprocess.run([sys.executable, "-m", "analysis", "query", f"{tmp_path}/copy",
-                           "--columns", "heads,learned,steps_to_learn", "--format", "csv"],
+                           "--columns", "heads,learned,steps_to_learn", "--only", "--format",
+                           "csv"],
                           capture_output=True, text=True, timeout=120, cwd=REPO,
                           env=subprocess_env())
     assert proc.returncode == 0, proc.stderr
@@ -183,7 +184,8 @@ def test_a_bare_sweep_name_reads_from_the_default_results_folder(tmp_path):
 
     write_copy_sweep(tmp_path / "results", "copy")
     proc = subprocess.run([sys.executable, "-m", "sweeper.cli", "query", "copy", "--columns",
-                           "learned", "--limit", "2", "--format", "csv"], capture_output=True,
+                           "learned", "--only", "--limit", "2", "--format", "csv"],
+                          capture_output=True,
                           text=True, timeout=120, cwd=tmp_path, env=subprocess_env())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == "learned,trial_id"

@@ -91,11 +91,17 @@ def test_query_prints_swept_columns_outcome_and_final_metrics_by_default(store, 
     assert {"error", "node_id", "task.lift", "best_attn_acc"} <= set(every[0])
 
 
-def test_query_columns_prints_exactly_those_and_the_trial_id(store, capsys):  # noqa: F811
-    rows = _query(capsys, store / "copy", "--columns", "seed,final_accuracy")
+def test_query_columns_prints_the_swept_ones_then_those_or_with_only_exactly_those(
+        store, capsys):  # noqa: F811
+    rows = _query(capsys, store / "copy", "--columns", "seed,final_accuracy", "--only")
     assert all(list(r) == ["seed", "final_accuracy", "trial_id"] for r in rows)
-    rows = _query(capsys, store / "copy", "--columns", "heads,learned", "--limit", "2")
+    rows = _query(capsys, store / "copy", "--columns", "heads,learned", "--limit", "2",
+                  "--only")
     assert list(rows[0]) == [F, "learned", "trial_id"]
+    rows = _query(capsys, store / "copy", "--columns", "seed,final_accuracy")
+    swept = [c for c in rows[0] if c.startswith(("task.", "model."))]
+    assert swept and list(rows[0]) == [*swept, "seed", "final_accuracy", "trial_id"]
+    assert main(["query", str(store / "copy"), "--only"]) == 2
 
 
 def test_query_columns_and_all_are_refused_together(store, capsys):  # noqa: F811
