@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -264,8 +265,12 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         if address is None:  # under the lease: a second driver is refused at once, not after
             prepare_native_kernels(spec, plan, store)  # a first build of the kernels
         estimated = _estimate(spec, plan, store, executor, address, num_cpus, pack_size,
-                              memory) if estimate else None
+                              memory, stream) if estimate else None
         started = time.perf_counter()
+        if _nothing_to_train(plan, store, spec.name):  # said by the summary; no Ray started
+            runner = _Idle()
+        else:
+            _say(stream, getattr(runner, "starting", lambda: None)())
         with runner:
             summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,
                                 extend=extend, overrides=list(sets or []), memory=memory,
@@ -285,14 +290,48 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
 
 
 def _estimate(spec, plan, store, executor: str, address: str | None, num_cpus: int | None,
-              pack_size: int | None, memory: int | None):
+              pack_size: int | None, memory: int | None, stream=None):
     """The run's estimate before it trains: what `sweeper plan` with the same executor says
-    (`sweeper.estimate.estimate_for`), against what is stored now."""
+    (`sweeper.estimate.estimate_for`), against what is stored now; a probe that trains says
+    so first."""
     from sweeper.estimate import estimate_for, parallelism
 
     how = parallelism(executor, spec, address=address, num_cpus=num_cpus)
     return estimate_for(plan.with_stored(store.done_ids(spec.name)), store, how,
-                        pack_size or spec.pack_size, memory, probe=address is None)
+                        pack_size or spec.pack_size, memory, probe=address is None,
+                        say=lambda line: _say(stream, line))
+
+
+def _say(stream, line: str | None) -> None:
+    """One line of what the run is doing now, so that no wait is silent (stderr by default)."""
+    if line:
+        out = stream or sys.stderr
+        out.write(line + "\n")
+        out.flush()
+
+
+def _nothing_to_train(plan, store, name: str) -> bool:
+    """A plan laid out up front with every trial stored (its shares included): the run
+    stores nothing, so no executor is started (no Ray for a run with nothing to run)."""
+    if plan.adaptive or not plan.specs:
+        return False
+    return not plan.with_stored(store.done_ids(name)).pending
+
+
+class _Idle:
+    """The executor of a run with nothing to train: nothing to start, one slot."""
+
+    def __enter__(self) -> _Idle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def capacity(self, sweep: Any) -> int:
+        return 1
+
+    def run(self, sweep: Any, strategy: Any, sink: Any) -> None:
+        raise AssertionError("nothing to train, yet the strategy proposed a pack")
 
 
 def _lease(store, sweep: str, wait: bool, stream, stop):

@@ -39,6 +39,7 @@ import json
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -176,12 +177,15 @@ def _slots(n: int) -> str:
 
 
 def estimate_run(plan: Plan, stored_table, how: Parallelism, pack_size: int | None = None,
-                 pack_bytes: int | None = None, probe: bool = True,
-                 cost: StepCost | None = None) -> Estimate | None:
+                 pack_bytes: int | None = None, probe: bool | str = True,
+                 cost: StepCost | None = None,
+                 say: Callable[[str], None] | None = None) -> Estimate | None:
     """The wall time of running `plan`'s pending trials with `how` (see the module's
     docstring): what `sweeper plan` prints and `sweeper run` compares with what it took.
     `stored_table`: the sweep's trials (pandas) or None. Without `probe` (the packs train
-    elsewhere) only stored trials, or a given `cost`, estimate it (else None). None when
+    elsewhere) only stored trials, or a given `cost`, estimate it (else None); `probe="cached"`:
+    also a probe this host kept (`cached_step_cost`), never a new one (`sweeper plan`'s
+    default: it answers in seconds). `say`: told a line before a probe trains. None when
     nothing trains."""
     from sweeper.packing import form_packs, longest_first
 
@@ -198,8 +202,14 @@ def estimate_run(plan: Plan, stored_table, how: Parallelism, pack_size: int | No
     if per_pack is None:
         if cost is None and not probe:
             return None
-        if cost is None:
-            costs = _probe_each_shape(packs, how.threads)
+        if cost is None and probe == "cached":
+            kept = [cached_step_cost(p, how.threads) for p in packs]
+            if any(k is None for k in kept):
+                return None
+            basis = "a probe of this shape kept from the last hour"
+            per_pack = [k.pack_seconds(p) for k, p in zip(kept, packs)]
+        elif cost is None:
+            costs = _probe_each_shape(packs, how.threads, say)
             shapes = "" if len(costs) == 1 else (
                 f" of each of {len(costs)} shapes" if len(costs) <= PROBE_SHAPES else
                 f" of {PROBE_SHAPES} of {len(costs)} shapes (the others charged the costliest)")
@@ -221,7 +231,8 @@ def _shape_of(pack: list[TrialSpec]) -> tuple:
     return _shape_columns(pack[0].flat())
 
 
-def _probe_each_shape(packs: list[list[TrialSpec]], threads: float) -> dict[tuple, StepCost]:
+def _probe_each_shape(packs: list[list[TrialSpec]], threads: float,
+                      say: Callable[[str], None] | None = None) -> dict[tuple, StepCost]:
     """A probe of the largest pack of each shape (a four-head pack costs more a step than a
     one-head one: charging every pack the largest pack's cost overestimated quick.yaml, half
     of whose packs have one head, by 30%), for the `PROBE_SHAPES` shapes with the most models
@@ -235,7 +246,7 @@ def _probe_each_shape(packs: list[list[TrialSpec]], threads: float) -> dict[tupl
         if len(pack) > len(largest.get(shape, ())):
             largest[shape] = pack
     probed = sorted(largest, key=lambda shape: -models[shape])[:PROBE_SHAPES]
-    costs = {shape: probed_step_cost(largest[shape], threads) for shape in probed}
+    costs = {shape: probed_step_cost(largest[shape], threads, say) for shape in probed}
     costliest = max(costs.values(), key=lambda c: c.step_s)
     return {shape: costs.get(shape, costliest) for shape in largest}
 
@@ -317,18 +328,30 @@ def measure_step_cost(pack: list[TrialSpec], threads: float) -> StepCost:
     return StepCost(step / len(probe), evaluation / len(probe), setup / len(probe))
 
 
-def probed_step_cost(pack: list[TrialSpec], threads: float) -> StepCost:
+def cached_step_cost(pack: list[TrialSpec], threads: float) -> StepCost | None:
+    """The probe of this pack's shape kept in the cache (`probed_step_cost`), None if none."""
+    seen = _read_probe_cache(probe_cache_path()).get(_probe_key(pack, threads))
+    if seen is not None and 0 <= time.time() - seen["at"] < PROBE_KEPT_S:
+        return StepCost(seen["step_s"], seen["evaluation_s"], seen["setup_s"])
+    return None
+
+
+def probed_step_cost(pack: list[TrialSpec], threads: float,
+                     say: Callable[[str], None] | None = None) -> StepCost:
     """`measure_step_cost`, reused for `PROBE_KEPT_S` from a cache file (`probe_cache_path`)
     when the same shape was probed on this host, with the same code, threads and kernels:
     `sweeper plan` then `sweeper run` probe once, and the run's training does not wait ~30 s
-    for a second probe. A cache that cannot be read or written is ignored."""
-    key = _probe_key(pack, threads)
-    path = probe_cache_path()
-    kept = _read_probe_cache(path)
-    seen = kept.get(key)
-    if seen is not None and 0 <= time.time() - seen["at"] < PROBE_KEPT_S:
-        return StepCost(seen["step_s"], seen["evaluation_s"], seen["setup_s"])
+    for a second probe. A cache that cannot be read or written is ignored. `say`: told one
+    line before a probe trains (no silent wait)."""
+    cached = cached_step_cost(pack, threads)
+    if cached is not None:
+        return cached
+    if say is not None:
+        say(f"estimate: timing a probe of {min(PROBE_MODELS, len(pack))} models of this shape "
+            f"({PROBE_STEPS} and {2 * PROBE_STEPS} steps; --no-estimate skips it)")
     cost = measure_step_cost(pack, threads)
+    key, path = _probe_key(pack, threads), probe_cache_path()
+    kept = _read_probe_cache(path)
     now = time.time()
     kept = {k: v for k, v in kept.items() if 0 <= now - v["at"] < PROBE_KEPT_S}
     kept[key] = {"at": now, "step_s": cost.step_s, "evaluation_s": cost.evaluation_s,
@@ -400,11 +423,13 @@ def duration(seconds: float) -> str:
 
 
 def estimate_for(plan: Plan, store, how: Parallelism, pack_size: int | None = None,
-                 memory: int | None = None, probe: bool = True) -> Estimate | None:
+                 memory: int | None = None, probe: bool | str = True,
+                 say: Callable[[str], None] | None = None) -> Estimate | None:
     """`estimate_run` of `plan` (its stored trials set) against `store`'s trials, with
     automatic packs cut to fit `memory` (the bytes the packs running at once may use
     together on this machine, `sweeper.admission.admit_here`) over the slots, as the run cuts
     them."""
     table = store.read(plan.sweep.name, "trials")
     return estimate_run(plan, None if table is None else table.to_pandas(), how, pack_size,
-                        None if memory is None else memory // max(1, how.slots), probe)
+                        None if memory is None else memory // max(1, how.slots), probe,
+                        say=say)

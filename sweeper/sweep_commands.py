@@ -85,16 +85,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     how = parallelism(args.executor, sweep, address=args.address, num_cpus=args.num_cpus,
                       workers=args.workers)
-    cost = None
+    cost, unestimated = None, None
     if not args.no_estimate:  # the same function `sweeper run` compares its time with
-        cost = estimate_for(plan, store, how, sweep.pack_size, budget,
-                            probe=args.address is None)
+        probe = (args.probe or "cached") if args.address is None else False
+        cost = estimate_for(plan, store, how, sweep.pack_size, budget, probe=probe,
+                            say=lambda line: print(line, file=sys.stderr, flush=True))
+        if cost is None and probe == "cached" and (plan.adaptive or plan.sharing.trainings):
+            unestimated = ("estimate: none yet (nothing of this shape stored or probed in the "
+                           "last hour); --probe times one pack of each shape (~10-40 s), and "
+                           "`sweeper run` does before it trains")
     described = plan.strategy.describe(plan)  # an adaptive search says what it may train
     if described is not None:
         data, text = described
         data["estimate"] = None if cost is None else cost.to_json()
         print(json.dumps(data) if args.json else
-              text + ("" if cost is None else "\n" + cost.line()))
+              text + ("" if cost is None else "\n" + cost.line())
+              + ("" if unestimated is None else "\n" + unestimated))
         return 0
     pending, sharing = plan.pending, plan.sharing
     packs = form_packs(sharing.trainings, sweep.pack_size, how.slots,  # as run cuts them
@@ -125,6 +131,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
               "again")
     if cost is not None:
         print(cost.line())
+    elif unestimated is not None:
+        print(unestimated)
     print(table(rows, columns))
     if len(plan.specs) > args.rows:
         print(f"... {len(plan.specs) - args.rows} more")
@@ -176,8 +184,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     name = location.name
     manifest = store.read_manifest(name, reader=True)  # damaged: warned of, read as {}
     if manifest is None:
-        raise SweeperInputError(f"SWEEP: got {shown(name)}; no sweep of that name under "
-                                f"{store.uri}")
+        from sweeper.results.lease import describe, holder_of
+
+        holder = holder_of(store, name)
+        if holder is None:
+            raise SweeperInputError(f"SWEEP: got {shown(name)}; no sweep of that name under "
+                                    f"{store.uri}")
+        if args.json:  # a driver has started and written nothing yet (Ray starting, a probe)
+            print(json.dumps({"sweep": name, "done": 0, "failed": 0, "running": 0,
+                              "pending": None, "planned": None, "status": {},
+                              "driver": "starting", "updated": None, "age_s": None}))
+        else:
+            print(f"{name}: starting: a driver ({describe(holder)}) holds the sweep and has "
+                  "stored nothing yet")
+        return 0
     counts = store.status_counts(name)
     progress = _progress(store, name, manifest, location.file)
     driver = progress.state
@@ -274,8 +294,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "--address): this machine's device and memory are not checked, and the "
                    "estimate comes only from stored trials (no timed probe here)")
     p.add_argument("--no-estimate", action="store_true",
-                   help="skip the wall-time estimate (its timed probe trains a few steps when "
-                        "nothing of the sweep's shape is stored)")
+                   help="skip the wall-time estimate")
+    p.add_argument("--probe", action="store_true",
+                   help="time a probe pack of each shape when nothing of it is stored or "
+                        "probed in the last hour (default: estimate from those only, in "
+                        "seconds)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--strict", action="store_true", help=STRICT_HELP)
     p.set_defaults(func=cmd_plan)

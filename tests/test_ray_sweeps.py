@@ -113,6 +113,7 @@ def test_grid_sweep_lands_in_parquet(grid):
     assert "sweep ray-grid: ran 4 trials" in grid["proc"].stdout
     assert "stored: 4 ok" in grid["proc"].stdout
     assert "4/4 trials: 4 done, 0 failed" in grid["proc"].stderr  # the progress line
+    assert "starting Ray on this machine" in grid["proc"].stderr  # no silent wait
 
 
 def test_grid_sweep_writes_no_per_trial_files(grid):
@@ -133,6 +134,7 @@ def test_running_again_runs_nothing_new(grid):
     (a RAY_ADDRESS, or a cluster someone else started on this machine)."""
     proc = ray_run(grid["file"], grid["results"], RAY_ADDRESS="127.0.0.1:9")
     assert "ran 0 trials" in proc.stdout and "stored: 4 ok" in proc.stdout
+    assert "starting Ray" not in proc.stderr  # nothing to run: no Ray started
     assert _mtimes(grid["results"]) == grid["files"]
 
 

@@ -56,6 +56,9 @@ class Executor(Protocol):
 
     def check(self, sweep: SweepFile, store: Store) -> None: ...
 
+    def starting(self) -> str | None:
+        """A line saying what starting it waits for (Ray's start), or None: no silent wait."""
+
     def __enter__(self) -> Executor: ...
 
     def __exit__(self, *exc: Any) -> None: ...

@@ -30,6 +30,9 @@ class LocalExecutor:
 
             check_cuda_here(sweep.device)
 
+    def starting(self) -> None:
+        return None  # nothing to start: it trains in this process
+
     def __enter__(self) -> LocalExecutor:
         return self
 

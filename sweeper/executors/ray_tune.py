@@ -56,6 +56,7 @@ from sweeper.executors.base import (  # noqa: E402
     nothing_proposed,
     store_step,
 )
+from sweeper.results.words import count  # noqa: E402
 from sweeper.search_space import SweepFile  # noqa: E402
 from sweeper.spec import TrialResult, TrialSpec  # noqa: E402
 from sweeper.strategies import Strategy  # noqa: E402
@@ -454,6 +455,12 @@ class RayTuneExecutor:
             raise SweeperInputError(f"--results: got the local path {store.root!r} on a Ray "
                                     "cluster; allowed: an object-store URI (s3://...) or a "
                                     "shared filesystem marked with --results-shared")
+
+    def starting(self) -> str:
+        if self.address is not None:
+            return f"connecting to the Ray cluster at {self.address} ..."
+        cpus = "all CPUs" if self.num_cpus is None else count(self.num_cpus, "CPU")
+        return f"starting Ray on this machine ({cpus}; ~5-15 s) ..."
 
     def __enter__(self) -> RayTuneExecutor:
         logging.getLogger("ray").setLevel(logging.ERROR)

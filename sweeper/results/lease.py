@@ -117,6 +117,49 @@ def acquire(store: Any, sweep: str, wait: bool = False, stream=None,
         return lease
 
 
+def holder_of(store: Any, sweep: str) -> dict[str, Any] | None:
+    """The driver holding the sweep's lease now (its host, pid, start), None when none does:
+    read without taking it or writing anything, so that `sweeper status` knows a sweep whose
+    driver has started before its first write (while Ray starts, an estimate's probe)."""
+    if store.uri.startswith("memory://"):
+        with _MEMORY_LOCK:
+            return dict(_MEMORY[f"{store.uri}/{sweep}"]) if f"{store.uri}/{sweep}" in _MEMORY \
+                else None
+    if store.is_local:
+        return _local_holder(os.path.join(store.path(sweep), LEASE))
+    if store.uri.startswith("s3://") and store.put_object is not None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        client, bucket, key = _s3_client(store, sweep)
+        try:
+            holder = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read() or b"{}")
+        except (ClientError, BotoCoreError, ValueError):
+            return None
+        fresh = time.time() - float(holder.get("heartbeat", 0)) < STALE_AFTER_S
+        return holder if fresh else None
+    return None
+
+
+def _local_holder(path: str) -> dict[str, Any] | None:
+    """Whether a process holds the lock on `path` (a shared lock cannot be had beside its
+    exclusive one), and who."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_fd(fd) or {"host": "another process"}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 def _held(sweep: str, holder: dict[str, Any]) -> LeaseHeld:
     return LeaseHeld(f"sweep {sweep}: being run by {describe(holder)}; allowed: one driver per "
                      "sweep (wait for it, or pass --wait)")

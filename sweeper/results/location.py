@@ -119,9 +119,12 @@ def _no_results_with_path(text: str, results: str | None, argument: str) -> None
 
 def _is_sweep(folder: str) -> bool:
     """A sweep's folder: one holding its manifest or its trials (what `sweeper run` writes
-    first)."""
+    first), or the lease of a driver that has started (`sweeper status` says "starting")."""
+    from sweeper.results.lease import LEASE
+
     return (os.path.isfile(os.path.join(folder, "manifest.json"))
-            or os.path.isdir(os.path.join(folder, "trials")))
+            or os.path.isdir(os.path.join(folder, "trials"))
+            or os.path.isfile(os.path.join(folder, LEASE)))
 
 
 def _check_local(location: SweepLocation, argument: str) -> None:

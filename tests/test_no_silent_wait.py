@@ -1,0 +1,58 @@
+"""No silent wait: `plan` answers from what is stored or probed already unless asked to probe,
+a probe says so before it trains, a run with nothing to run starts no executor, and `status`
+knows a sweep whose driver has started before its first write."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from sweep_helpers import cli, variant, write_sweep
+
+import sweeper
+from sweeper.results import Store
+from sweeper.results.lease import acquire
+
+
+@pytest.fixture
+def empty_cache(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SWEEPER_CACHE_DIR", str(cache))
+    return cache
+
+
+def test_plan_answers_without_a_probe_unless_asked(tmp_path, empty_cache):
+    path = write_sweep(tmp_path / "s.yaml", variant(budget={"steps": 20}))
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "r"])
+    assert rc == 0 and "estimate: none yet" in out and "--probe" in out
+    assert "timing a probe" not in err and not (empty_cache / "step_costs.json").exists()
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "r", "--probe", "--json"])
+    assert rc == 0 and json.loads(out)["estimate"]["seconds"] > 0
+    assert "estimate: timing a probe of 2 models of this shape" in err
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "r"])  # now from the cache
+    assert rc == 0 and "kept from the last hour" in out and "timing a probe" not in err
+
+
+def test_a_run_with_nothing_to_run_starts_no_executor(tmp_path, monkeypatch):
+    from sweeper.executors.ray_tune import RayTuneExecutor
+
+    sweep = variant(seeds=1, budget={"steps": 10})
+    assert sweeper.run(sweep, results=str(tmp_path), executor="local", estimate=False).ran == 2
+
+    def refuse(self):
+        raise AssertionError("Ray was started for a run with nothing to run")
+
+    monkeypatch.setattr(RayTuneExecutor, "__enter__", refuse)
+    again = sweeper.run(sweep, results=str(tmp_path), executor="ray")
+    assert again.ran == 0 and again.status == {"ok": 2}
+
+
+def test_status_knows_a_sweep_whose_driver_has_started_before_its_first_write(tmp_path):
+    store = Store.open(str(tmp_path))
+    with acquire(store, "early"):
+        rc, out, err = cli(["status", "early", "--results", tmp_path])
+        assert rc == 0 and out.startswith("early: starting: a driver (") and err == ""
+        rc, out, _ = cli(["status", "early", "--results", tmp_path, "--json"])
+        assert rc == 0 and json.loads(out)["driver"] == "starting"
+    rc, _, err = cli(["status", "early", "--results", tmp_path])
+    assert rc == 2 and "no sweep of that name" in err
