@@ -5,7 +5,7 @@ A sweep stores every parameter of every trial, so more config columns vary than 
 families derive some from others (`task.lift`, `task.content_tokens`: `Family.derived`), and a
 task may set one parameter from another (copy trains N = L + round(c L) content tokens, so in a
 sweep over c the column `task.vocab` varies with c). What was swept is what the sweep file asked
-for: its `axes:` with the run's `--set` overrides applied (the manifest keeps both). A column
+for: its `axes:` with the run's `--set` overrides applied (the manifest's `axes`). A column
 that varies inside one sweep without being one of its axes is derived there; a column that
 differs only between sweeps (each fixed at its own value) is a parameter of the comparison.
 A manifest that cannot say (a synthetic store's, whose file names no axes) derives nothing.
@@ -24,28 +24,16 @@ CONFIG_PREFIXES = ("task.", "model.", "train.")
 
 
 def declared_axes(manifest: Mapping) -> set[str] | None:
-    """The columns the sweep asked to vary: its file's axes after its `--set` overrides; None
-    when the manifest keeps no readable file, or a file with no axes (then the stored values
-    are all there is to go by)."""
-    text = manifest.get("sweep_file")
-    if not isinstance(text, str):
-        return None
-    try:
-        import yaml
+    """The columns the sweep asked to vary: the manifest's `axes` (its file's axes with the
+    run's `--set` overrides applied), else, for a manifest from before it kept them, its sweep
+    file's `axes:`; None when neither says (a synthetic store's file names no axes: then the
+    stored values are all there is to go by)."""
+    axes = manifest.get("axes")
+    if isinstance(axes, list):
+        return {str(a) for a in axes} or None
+    from .search import search_info
 
-        import sweeper.results  # noqa: F401 - first: sweeper.overrides reads its numbers rule
-        from sweeper.overrides import apply_sets
-
-        data = yaml.safe_load(text)
-        overrides = manifest.get("overrides") or []
-        if overrides:
-            data = apply_sets(data, [str(o) for o in overrides])
-        axes = data.get("axes") if isinstance(data, dict) else None
-        found = {f"{group}.{name}" for group, params in (axes or {}).items()
-                 if isinstance(params, dict) for name in params}
-    except Exception:  # noqa: BLE001 - a view of the file, never a failure
-        return None
-    return found or None
+    return set(search_info(dict(manifest)).axes) or None
 
 
 def varying(frame: pd.DataFrame) -> list[str]:

@@ -277,7 +277,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                                 plan=plan, notices=notices)  # said once admitted
         taken = time.perf_counter() - started
     outcome = spec.family.phase_outcome
-    objective = spec.search.objective if spec.search.type == "optuna" else None
+    objective = spec.search.objective  # set by a search that optimises one (Optuna)
     cells = (_objective_cells(store, spec) if objective else
              _stored_cells(store, spec, outcome))
     return SweepResult(spec.name, root, summary["expanded"], summary["already_stored"],

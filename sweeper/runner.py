@@ -41,6 +41,9 @@ def manifest(sweep: SweepFile, plan: Plan, previous: dict[str, Any] | None = Non
             "search_samples_level_set": rules.samples_level_set,
             "search_adaptive": rules.adaptive,
             "outcome": outcome, "objective": sweep.search.objective,
+            # what the sweep varies, its `--set` overrides applied: the parameters every view
+            # offers (`analysis.swept`), apart from the columns derived from them
+            "axes": [a.column for a in sweep.axes],
             "direction": sweep.search.direction if sweep.search.objective else None,
             "trials_expanded": plan.budget,
             "identity": config, "fingerprint": fingerprint(config),

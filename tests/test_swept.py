@@ -58,10 +58,16 @@ def test_the_dashboard_offers_parameters_only(c_by_heads):
     assert set(search["importance"]["values"]) == {"task.cooccurrence", "model.heads"}
 
 
-def test_the_run_s_overrides_count_as_its_axes():
-    manifest = {"sweep_file": "name: s\naxes:\n  task:\n    cooccurrence: {grid: [0, 1]}\n",
-                "overrides": ["model.heads=1,4", "task.cooccurrence=0.5"]}
+def test_the_run_s_overrides_count_as_its_axes(tmp_path):
+    path = write_sweep(tmp_path / "s.yaml", variant(**{"name": "over", "seeds": 1,
+                                                       "budget": {"steps": 10}}))
+    assert cli(["run", path, "--results", tmp_path / "r", "--executor", "local",
+                "--no-estimate", "--set", "model.heads=1,2", "--set",
+                "task.cooccurrence=0.5"])[0] == 0
+    manifest = analysis.load(str(tmp_path / "r"), "over").manifest
     assert declared_axes(manifest) == {"model.heads"}
+    older = {"sweep_file": "name: s\naxes:\n  task:\n    cooccurrence: {grid: [0, 1]}\n"}
+    assert declared_axes(older) == {"task.cooccurrence"}  # a manifest without `axes`
     assert declared_axes({"sweep_file": "# synthetic\nname: s\n"}) is None
     assert declared_axes({}) is None
 
