@@ -253,7 +253,11 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     from sweeper.results.store import check_writable
 
     check_writable(store)
-    store.read_manifest(spec.name)  # a damaged one is refused (one line) before any write
+    from sweeper.identity import check_same_study
+
+    # a damaged manifest, or a changed configuration under the name, is refused (one line)
+    # before any write and before an estimate's probe trains
+    check_same_study(spec, plan.identity, store.read_manifest(spec.name), extend)
     memory = None
     if address is None:  # the trials train on this machine (a cluster's nodes may differ)
         memory = admit_here(spec, plan.specs, pack_size or spec.pack_size)

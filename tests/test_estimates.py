@@ -64,7 +64,7 @@ def test_the_estimate_is_start_plus_packs_longest_first_on_the_slots():
 
 
 def _plan_json(path, results, *extra):
-    rc, out, err = cli(["plan", path, "--results", results, "--json", *extra])
+    rc, out, err = cli(["plan", path, "--results", results, "--json", "--probe", *extra])
     assert rc == 0, err
     return json.loads(out)
 
@@ -84,9 +84,9 @@ def test_plan_counts_the_executors_parallelism_and_start(tmp_path, fixed_cost):
         assert not got["from_budget"]
     # local: one slot trains every pack in turn; Ray's two slots split them
     assert local["training_s"] > ray["training_s"]
-    rc, out, _ = cli(["plan", path, "--results", results, "--executor", "local"])
+    rc, out, _ = cli(["plan", path, "--results", results, "--executor", "local", "--probe"])
     assert rc == 0 and "with the local executor (1 pack at once in this process)" in out
-    rc, out, _ = cli(["plan", path, "--results", results, "--num-cpus", "2"])
+    rc, out, _ = cli(["plan", path, "--results", results, "--num-cpus", "2", "--probe"])
     assert rc == 0 and "with embedded Ray (2 packs at once: 2 CPUs / 1 per pack)" in out
     assert "start/stop" in out
 
@@ -99,7 +99,8 @@ def test_plan_of_an_optuna_sweep_is_estimated_from_its_budget(tmp_path, fixed_co
     # 3 cells x 2 seeds: three packs of every seed, 2 x (0.2 + 0.15) s each + the local costs
     assert (got["from_budget"], got["budget_trials"], got["packs"]) == (True, 6, 3)
     assert got["training_s"] == pytest.approx(3 * (0.7 + est.LOCAL_PACK_S), abs=1e-2)
-    rc, out, _ = cli(["plan", path, "--results", str(tmp_path / "r"), "--executor", "local"])
+    rc, out, _ = cli(["plan", path, "--results", str(tmp_path / "r"), "--executor", "local",
+                      "--probe"])
     assert rc == 0 and "estimate: up to" in out and "from the search's budget of 6 trials" in out
 
 

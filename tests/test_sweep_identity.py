@@ -194,7 +194,7 @@ def test_set_overrides_fixed_values_axes_and_keys_and_are_recorded(tmp_path):
 
 def test_plan_estimates_from_stored_trials_and_says_when_nothing_is_left(tmp_path):
     sweep, results = write_sweep(tmp_path / "tiny.yaml", TINY), tmp_path / "results"
-    probe = cli_subprocess(["plan", sweep, "--results", results])
+    probe = cli_subprocess(["plan", sweep, "--results", results, "--probe"])
     assert "from a timed probe" in probe.stdout
     assert cli_subprocess(["run", sweep, "--results", results, "--executor",
                            "local"]).returncode == 0
