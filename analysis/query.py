@@ -215,15 +215,20 @@ def _resolve(name: str, available: Sequence[str], table: str, field: str = "--co
 
 def default_columns(res) -> list[str]:
     """What `sweeper query` shows of a trial unless told: the swept columns (not the ones a
-    family derives from them), seed, status, the outcome the sweep's family draws and its
-    step, and the final loss, accuracy and outcome metric."""
+    family derives from them), seed, status, `shared_with` where some trial shares an
+    equivalent one's training (so that two identical rows are not read as two seeds), the
+    outcome the sweep's family draws and its step, and the final loss, accuracy and outcome
+    metric."""
     from .outcomes import outcome_rules
     from .phase import default_outcome
 
     trials = res.trials
     outcome = default_outcome(res)
     rule = next((r for r in outcome_rules(trials) if r.column == outcome), None)
-    wanted = [*_swept(trials, res.manifests), "seed", "status", outcome,
+    shared = ("shared_with" in trials.columns  # a marker where trials share a training
+              and trials["shared_with"].notna().any())
+    wanted = [*_swept(trials, res.manifests), "seed", "status",
+              *(["shared_with"] if shared else []), outcome,
               *([rule.steps, *FINAL_METRICS, f"final_{rule.metric}"] if rule else FINAL_METRICS)]
     return [c for c in dict.fromkeys(wanted) if c and c in trials.columns]
 

@@ -319,7 +319,11 @@ def test_the_trials_table_sorts_filters_overlays_selected_rows_and_links_restore
         messages.clear()
 
         # select two cells' rows: one by a click on the phase map (heads 1), the other by
-        # ticking its rows in the table (heads 2)
+        # ticking its rows in the table (heads 2); the filter cleared first (a clicked cell's
+        # curves follow the table's filter: test_a_clicked_cell_follows_the_filter_...)
+        page.fill("#where", "")
+        page.press("#where", "Enter")
+        wait_until(lambda: len(_rows(page)) == 72, 30, "every trial again")
         page.evaluate("window.scrollTo(0, 0)")
         cell = page_value(page, """window.sweeperDashboard.phase.cells.find((c) => c.n_trials
             && c.conditions.some((k) => k.column === 'model.heads' && k.value === 1))""")
@@ -580,3 +584,78 @@ def test_a_large_table_pages_and_a_link_reopens_its_page(browser, tmp_path):
                    "the filter's first page")
         assert page_value(restored, "document.getElementById('pager').hidden") is True
         assert messages == [] and messages2 == []
+
+
+@pytest.mark.slow
+def test_curves_take_a_metric_smoothing_a_log_axis_and_bands_kept_in_the_link(browser, tmp_path):
+    """A clicked cell's curves follow the table's filter; the overlay draws the metrics picked,
+    smoothed (TensorBoard's debiased moving average: the first value stays), on a log axis,
+    or as one mean line and band per colour value; the address keeps every choice and opens
+    the same view."""
+    try:
+        import synthetic_stores as synthetic
+        from analysis_fixtures import serving_dashboard
+    except ImportError:
+        from tests import synthetic_stores as synthetic
+        from tests.analysis_fixtures import serving_dashboard
+
+    results = tmp_path / "results"
+    synthetic.write_copy_sweep(results, "grid", cooccurrence=(0.0, 0.5), hardness=(0.0, 1.0),
+                               heads=(1, 2), seeds=4, seed=5)
+    with serving_dashboard(results, "grid") as url:
+        page, messages = _open(browser, url + "/?sweep=grid")
+        wait_until(lambda: page_value(
+            page, "document.getElementById('trials-section').dataset.rows") == "32", 60,
+            "every trial in the table")
+        wait_until(lambda: page_value(page, "document.getElementById('metrics').options.length"),
+                   30, "the metric picker")
+        cell = page_value(page, """window.sweeperDashboard.phase.cells.find((c) => c.n_trials
+            && c.conditions.some((k) => k.column === 'model.heads' && k.value === 1))""")
+        point = page_value(page, f"window.sweeperDashboard.cellCenter({cell['index']})")
+        page.mouse.click(point["x"], point["y"])
+        curves = "document.getElementById('cell-section').dataset.curves"
+        wait_until(lambda: page_value(page, curves) == "4", 30, "the cell's four seeds")
+        page.fill("#where", "seed < 2")
+        page.press("#where", "Enter")
+        wait_until(lambda: page_value(page, curves) == "2", 30, "the cell following the filter")
+        assert "2 hidden by the table's filter" in page_value(
+            page, "document.getElementById('cell-title').textContent")
+
+        overlay = "document.getElementById('overlay')"
+        wait_until(lambda: page_value(page, f"{overlay}.dataset.curves") == "4", 30,
+                   "the cell's trials in the overlay")
+        page.select_option("#metrics", ["loss"])
+        wait_until(lambda: page_value(page, f"{overlay}.dataset.traces") == "4", 30,
+                   "one panel: loss")
+        raw = page_value(page, f"{overlay}.data[0].y")
+        page.evaluate("const s = document.getElementById('smooth'); s.value = '0.5';"
+                      "s.dispatchEvent(new Event('change'))")
+        wait_until(lambda: page_value(page, f"{overlay}.data[0].y") != raw, 30, "smoothed")
+        smooth = page_value(page, f"{overlay}.data[0].y")
+        expected, last, weight = [], 0.0, 0.0
+        for v in raw:
+            last, weight = 0.5 * last + 0.5 * v, 0.5 * weight + 0.5
+            expected.append(last / weight)
+        assert smooth == pytest.approx(expected) and smooth[0] == pytest.approx(raw[0])
+        page.check("#logy")
+        wait_until(lambda: page_value(page, f"{overlay}.layout.yaxis.type") == "log", 30,
+                   "a log y axis")
+        page.check("#band")
+        wait_until(lambda: page_value(page, f"{overlay}.dataset.traces") == "3", 30,
+                   "one mean line and its band")
+        names = page_value(page, f"{overlay}.data.filter((t) => t.showlegend).map((t) => t.name)")
+        assert names == ["model.heads 1 (4)"]
+        link = _address(page)
+        for part in ("metrics=loss", "smooth=0.5", "logy=1", "band=1", "colour=", "where="):
+            assert part in link, part
+
+        restored, _ = _open(browser, link)
+        wait_until(lambda: page_value(
+            restored, "document.getElementById('overlay').dataset.traces") == "3", 60,
+            "the linked overlay")
+        assert page_value(restored, "[...document.getElementById('metrics').selectedOptions]"
+                                    ".map((o) => o.value)") == ["loss"]
+        assert page_value(restored, "document.getElementById('smooth').value") == "0.5"
+        assert page_value(restored, "document.getElementById('logy').checked")
+        assert page_value(restored, "document.getElementById('band').checked")
+        assert [m for m in messages if "error" in m] == []

@@ -91,3 +91,17 @@ def test_a_value_fixed_differently_in_two_sweeps_is_a_parameter_of_the_compariso
                     "--no-estimate"])[0] == 0
     res = analysis.load(str(tmp_path / "r"), ["h1", "h2"])
     assert swept_columns(res.trials, res.manifests) == ["task.cooccurrence", "model.heads"]
+
+
+def test_query_marks_trials_that_share_a_training(tmp_path):
+    """At c = 0 hardness changes nothing: the h = 1 trials share the h = 0 ones' training;
+    `query` names it in `shared_with` so that two identical rows are not read as two seeds."""
+    data = variant(**{"name": "sh", "axes.task.hardness": {"grid": [0.0, 1.0]}, "seeds": 1,
+                      "budget": {"steps": 10}})
+    path = write_sweep(tmp_path / "sh.yaml", data)
+    assert cli(["run", path, "--results", tmp_path / "r", "--executor", "local",
+                "--no-estimate"])[0] == 0
+    rows = query_frame(tmp_path / "r", "sh", columns=DEFAULT)
+    assert "shared_with" in rows.columns
+    shared = rows[rows["shared_with"].notna()]
+    assert len(shared) == 1 and shared["task.cooccurrence"].item() == 0.0

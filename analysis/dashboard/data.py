@@ -331,12 +331,19 @@ class SweepView:
             "regimes": phase.cells["regime"].value_counts().to_dict(),
             "excluded": phase.excluded})
 
-    def cell(self, conditions: Sequence[Mapping], metrics: Sequence[str] | None = None
-             ) -> dict:
+    def cell(self, conditions: Sequence[Mapping], metrics: Sequence[str] | None = None,
+             where: str | None = None) -> dict:
         """A cell's trials (any status) and their curves: the summary names the cell's trials
-        and packs, so only those packs' files are read."""
+        and packs, so only those packs' files are read. `where`: the trials table's filter
+        (`sweeper query`'s language), which the drill-down follows: a trial it hides is not
+        drawn (`filtered`: how many it left out)."""
         trials = self._cell_trials(conditions)
         chosen = trials[_matching(trials, conditions, strict=True)]
+        filtered = 0
+        if where:
+            kept = self._whole_table(where, None, False)
+            keep = chosen["trial_id"].isin(set(kept["trial_id"]) if kept is not None else ())
+            filtered, chosen = int((~keep).sum()), chosen[keep]
         outcome = self.outcome()
         metrics = list(metrics or self.seed_metrics())
         from ..seeds import metric_thresholds, outcome_class
@@ -365,6 +372,7 @@ class SweepView:
             "outcome": outcome, "metrics": [{"name": m, "label": axis_label(m),
                                              "threshold": thresholds.get(m)} for m in metrics],
             "trials": rows, "curves": curves, "shown": len(drawn), "total": len(order),
+            "filtered": filtered,
             "successes": int((classes == "success").sum()),
             "counted": int(classes.isin(["success", "failure", "diverged"]).sum())})
 

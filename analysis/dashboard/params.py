@@ -19,7 +19,7 @@ ROUTES: dict[str, tuple[str, ...]] = {
     "/api/sweeps": (),
     "/api/state": ("sweep",),
     "/api/phase": ("sweep", "x", "y", "facet", "outcome", "min_seeds"),
-    "/api/cell": ("sweep", "cell", "metrics"),
+    "/api/cell": ("sweep", "cell", "metrics", "where"),
     "/api/failed": ("sweep",),
     "/api/search": ("sweep",),
     "/api/metrics": ("sweep",),

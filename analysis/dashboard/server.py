@@ -229,7 +229,8 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/api/cell":
             conditions = params.conditions("cell")
             view = d.view(arg("sweep"))
-            self._json(view.cell(conditions, _metrics(view, arg("metrics"))))
+            self._json(view.cell(conditions, _metrics(view, arg("metrics")),
+                                 arg("where") or None))
         elif path == "/api/failed":
             self._json(d.view(arg("sweep")).failed())
         elif path == "/api/search":
@@ -262,7 +263,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def _metrics(view: SweepView, text: str | None) -> list[str] | None:
     """`?metrics=a,b`: trajectory metrics of the sweep (None: its defaults)."""
-    metrics = [m for m in (text or "").split(",") if m]
+    metrics = list(dict.fromkeys(m for m in (text or "").split(",") if m))  # once each
     if not metrics:
         return None
     known = view.metrics()

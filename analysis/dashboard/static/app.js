@@ -16,7 +16,11 @@ const app = {sweep: params.get("sweep"), state: null, view: 0, drawn: null, phas
              offset: Math.min(1e9, Math.max(0, parseInt(params.get("offset") || "0", 10) || 0)),
              order: params.get("order") === "desc" ? "desc" : "asc", colour: params.get("colour"),
              selected: (params.get("rows") || "").split(",").filter(Boolean), table: null,
-             tableKey: null};
+             tableKey: null,
+             // how curves are drawn (both plots): metrics, smoothing, log y, mean and band
+             metrics: (params.get("metrics") || "").split(",").filter(Boolean),
+             smooth: Math.min(0.95, Math.max(0, parseFloat(params.get("smooth") || "0") || 0)),
+             logy: params.get("logy") === "1", band: params.get("band") === "1"};
 window.sweeperDashboard = app;
 
 async function api(path, args) {
@@ -80,7 +84,8 @@ async function start() {
     select.addEventListener("change", () => {
       app.sweep = select.value; app.view += 1; app.axesKey = null; app.cell = null;
       app.chosen = null; app.selected = []; app.where = ""; app.sort = null; app.offset = 0;
-      app.tableKey = null; app.failedTotal = -1; $("cell-section").hidden = true; poll();
+      app.tableKey = null; app.failedTotal = -1; $("cell-section").hidden = true;
+      app.metrics = []; $("metrics").replaceChildren(); poll();
     });
     for (const id of ["x", "y", "facet", "outcome", "min-seeds"]) {
       $(id).addEventListener("change", () => {
@@ -91,15 +96,23 @@ async function start() {
     if (params.get("min_seeds")) $("min-seeds").value = params.get("min_seeds");
     $("where").value = app.where;
     $("where").addEventListener("keydown", (event) => {
-      if (event.key === "Enter") { app.where = $("where").value.trim(); app.offset = 0; drawTable(); }
+      if (event.key === "Enter") {
+        app.where = $("where").value.trim(); app.offset = 0;
+        drawTable().then(() => {  // the drill-down follows the filter the table accepted
+          if (app.cell && app.shownWhere === app.where) openCell(app.cell.index, true, false);
+        });
+      }
     });
     $("page-previous").addEventListener("click", () => {
       app.offset = Math.max(0, app.offset - TABLE_PAGE); drawTable();
     });
     $("page-next").addEventListener("click", () => { app.offset += TABLE_PAGE; drawTable(); });
-    $("colour").addEventListener("change", () => { app.colour = $("colour").value; drawOverlay(); });
+    $("colour").addEventListener("change", () => {
+      app.colour = $("colour").value; syncUrl(); drawOverlay();
+    });
     $("clear-selection").addEventListener("click", () => { app.selected = []; drawTable(); });
     await loadSweeps(early.sweeps);
+    await curveControls();
   } catch (error) {
     setStatus(`error: ${error.message}`);
     return;
@@ -120,6 +133,7 @@ async function poll() {
     const state = prefetched && prefetched.sweep === app.sweep ? prefetched
       : await api("state", {sweep: app.sweep});
     app.state = state;
+    if (state.stored) await fillMetrics();  // (a sweep opened before its first write)
     drawProgress(state);
     fillControls(state);
     // what is drawn is named by the store's revision and the view's version, both read before
@@ -400,12 +414,13 @@ async function openCell(index, refresh, select = !refresh) {
   const cell = app.phase && app.phase.cells.find((c) => c.index === index);
   if (!cell) return;
   app.cell = cell;
-  const metrics = params.get("metrics") || "";
-  const data = await api("cell", {sweep: app.sweep, cell: JSON.stringify(cell.conditions), metrics});
+  const data = await api("cell", {sweep: app.sweep, cell: JSON.stringify(cell.conditions),
+                                  metrics: app.metrics.join(","), where: app.shownWhere || ""});
   const label = cell.conditions.map((c) => (c.lo !== undefined ? `${c.column} in [${fmt(c.lo)}, ${fmt(c.hi)}${c.closed ? "]" : ")"}`
                                                                   : `${c.column} = ${fmt(c.value)}`)).join(", ");
   $("cell-title").textContent = `${label}: ${data.successes}/${data.counted} ${data.outcome.replace("_", " ")}` +
-                                (data.shown < data.total ? ` (curves of ${data.shown} of ${data.total})` : "");
+                                (data.shown < data.total ? ` (curves of ${data.shown} of ${data.total})` : "") +
+                                (data.filtered ? ` (${data.filtered} hidden by the table's filter)` : "");
   const m = data.metrics.length, gap = 0.08, width = (1 - gap * (m - 1)) / m;
   const traces = [], seen = new Set();
   const layout = {margin: {l: 60, r: 20, t: 30, b: 50}, height: 340, shapes: [], annotations: [],
@@ -417,16 +432,14 @@ async function openCell(index, refresh, select = !refresh) {
       const t = classOf[tid] || {class: "other"};
       const first = !seen.has(t.class) && k === 0;
       if (first) seen.add(t.class);
-      traces.push({type: "scatter", mode: "lines", x: curve.step, y: curve[metric.name], xaxis: xa, yaxis: ya,
+      traces.push({type: "scatter", mode: "lines", x: curve.step, y: smoothed(curve[metric.name]), xaxis: xa, yaxis: ya,
                    line: {color: COLORS[t.class], width: 1.3, dash: t.class === "diverged" ? "dash" : "solid"},
                    opacity: 0.8, name: WORDS[t.class], legendgroup: t.class, showlegend: first,
                    hovertemplate: `seed ${fmt(t.seed)} (${t.status})<br>step %{x}: %{y:.3f}<extra></extra>`});
     }
     const domain = [k * (width + gap), k * (width + gap) + width];
     layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = {domain, anchor: ya, title: {text: "step"}};
-    const unit = !metric.name.startsWith("loss");
-    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = {anchor: xa, range: unit ? [-0.02, 1.02] : undefined,
-                                                   title: {text: metric.label}};
+    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = yAxis(metric, xa);
     if (metric.threshold !== null && metric.threshold !== undefined) {
       layout.shapes.push({type: "line", xref: `${xa} domain`, yref: ya, x0: 0, x1: 1,
                           y0: metric.threshold, y1: metric.threshold, line: {dash: "dot", color: "black", width: 1}});
@@ -488,6 +501,7 @@ async function drawTable() {
   }
   $("where-error").hidden = true;
   delete $("trials-section").dataset.error;
+  app.shownWhere = app.where;  // the filter the table shows (a refused one keeps the last)
   if (data.matched && app.offset >= data.matched) {  // fewer rows now (a filter, a link)
     app.offset = Math.floor((data.matched - 1) / TABLE_PAGE) * TABLE_PAGE;
     return drawTable();
@@ -587,7 +601,7 @@ async function drawOverlay() {
     return;
   }
   const args = {sweep: app.sweep, trials: app.selected.join(",")};
-  if (params.get("metrics")) args.metrics = params.get("metrics");
+  if (app.metrics.length) args.metrics = app.metrics.join(",");
   const data = await api("curves", args);
   const colour = app.colour;
   const info = (tid) => data.trials[tid] || {};
@@ -608,23 +622,30 @@ async function drawOverlay() {
   const m = data.metrics.length, gap = 0.08, width = (1 - gap * (m - 1)) / m;
   const traces = [];
   const layout = {margin: {l: 60, r: 20, t: 30, b: 50}, height: 360, annotations: [],
-                  legend: {title: {text: `seed (colour: ${colour})`}}};
+                  legend: {title: {text: app.band ? `${colour}: mean, band lowest to highest`
+                                                  : `seed (colour: ${colour})`}}};
   data.metrics.forEach((metric, k) => {
     const xa = k === 0 ? "x" : `x${k + 1}`, ya = k === 0 ? "y" : `y${k + 1}`;
-    for (const tid of ids) {
-      const curve = data.curves[tid];
-      traces.push({type: "scatter", mode: "lines", x: curve.step, y: curve[metric.name], xaxis: xa, yaxis: ya,
-                   line: {color: colourOf(tid), width: 1.4}, opacity: 0.85,
-                   name: `seed ${fmt(info(tid).seed)} · ${colour} ${fmt(valueOf(tid))}`,
-                   legendgroup: tid, showlegend: k === 0,
-                   hovertemplate: `seed ${fmt(info(tid).seed)}, ${colour} = ${fmt(valueOf(tid))}` +
-                                  `<br>step %{x}: %{y:.3f}<extra>${tid}</extra>`});
+    if (app.band) {
+      for (const value of values) {
+        const group = ids.filter((tid) => fmt(valueOf(tid)) === value);
+        traces.push(...bandTraces(group.map((tid) => data.curves[tid]), metric.name, xa, ya,
+                                  colourOf(group[0]), `${colour} ${value} (${group.length})`, k === 0));
+      }
+    } else {
+      for (const tid of ids) {
+        const curve = data.curves[tid];
+        traces.push({type: "scatter", mode: "lines", x: curve.step, y: smoothed(curve[metric.name]), xaxis: xa, yaxis: ya,
+                     line: {color: colourOf(tid), width: 1.4}, opacity: 0.85,
+                     name: `seed ${fmt(info(tid).seed)} · ${colour} ${fmt(valueOf(tid))}`,
+                     legendgroup: tid, showlegend: k === 0,
+                     hovertemplate: `seed ${fmt(info(tid).seed)}, ${colour} = ${fmt(valueOf(tid))}` +
+                                    `<br>step %{x}: %{y:.3f}<extra>${tid}</extra>`});
+      }
     }
     const domain = [k * (width + gap), k * (width + gap) + width];
     layout[k === 0 ? "xaxis" : `xaxis${k + 1}`] = {domain, anchor: ya, title: {text: "step"}};
-    const unit = !metric.name.startsWith("loss");
-    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = {anchor: xa, range: unit ? [-0.02, 1.02] : undefined,
-                                                   title: {text: metric.label}};
+    layout[k === 0 ? "yaxis" : `yaxis${k + 1}`] = yAxis(metric, xa);
     layout.annotations.push({text: metric.label, xref: "paper", yref: "paper", x: domain[0] + width / 2,
                              y: 1.08, showarrow: false});
   });
@@ -632,6 +653,85 @@ async function drawOverlay() {
   await Plotly.react(div, traces, layout, {displaylogo: false, responsive: true});
   div.dataset.traces = String(traces.length);
   div.dataset.curves = String(ids.length);
+}
+
+// ------------------------------------------------------------------ how curves are drawn
+// A metric picker, smoothing, a log y axis and mean-and-band per colour value, for both plots
+// (a clicked cell's seeds and the overlay), each kept in the address.
+async function fillMetrics() {
+  const picker = $("metrics");
+  if (!app.sweep || picker.options.length) return;
+  try {
+    const found = await api("metrics", {sweep: app.sweep});
+    const chosen = app.metrics.length ? app.metrics : found.default;
+    picker.replaceChildren(...found.metrics.map((m) => el("option", {value: m}, m)));
+    for (const option of picker.options) option.selected = chosen.includes(option.value);
+  } catch (error) { /* nothing stored yet: filled at a later poll */ }
+}
+
+async function curveControls() {
+  const picker = $("metrics");
+  await fillMetrics();
+  $("smooth").value = String(app.smooth);
+  $("smooth-value").textContent = String(app.smooth);
+  $("logy").checked = app.logy;
+  $("band").checked = app.band;
+  const redraw = () => {
+    syncUrl();
+    drawOverlay();
+    if (app.cell) openCell(app.cell.index, true, false);
+  };
+  picker.addEventListener("change", () => {
+    app.metrics = [...picker.selectedOptions].map((o) => o.value);
+    redraw();
+  });
+  $("smooth").addEventListener("change", () => {
+    app.smooth = parseFloat($("smooth").value) || 0;
+    $("smooth-value").textContent = String(app.smooth);
+    redraw();
+  });
+  $("logy").addEventListener("change", () => { app.logy = $("logy").checked; redraw(); });
+  $("band").addEventListener("change", () => { app.band = $("band").checked; redraw(); });
+}
+
+// An exponential moving average with its start debiased (TensorBoard's smoothing): weight
+// `app.smooth` on the past; 0 draws the values as logged.
+function smoothed(values) {
+  const a = app.smooth;
+  if (!a || !values) return values;
+  let last = 0, weight = 0;
+  return values.map((v) => {
+    if (v === null || v === undefined || Number.isNaN(v)) return v;
+    last = a * last + (1 - a) * v;
+    weight = a * weight + (1 - a);
+    return last / weight;
+  });
+}
+
+function yAxis(metric, xa) {
+  const unit = !metric.name.startsWith("loss");
+  if (app.logy) return {anchor: xa, type: "log", title: {text: `${metric.label} (log)`}};
+  return {anchor: xa, range: unit ? [-0.02, 1.02] : undefined, title: {text: metric.label}};
+}
+
+// One colour value's trials as a mean line over the band from their lowest to their highest
+// value at each step (steps all of them logged), each curve smoothed first.
+function bandTraces(curves, name, xa, ya, colour, label, legend) {
+  const steps = [...new Set(curves.flatMap((c) => c.step))].sort((a, b) => a - b);
+  const at = curves.map((c) => {
+    const ys = smoothed(c[name]);
+    return Object.fromEntries(c.step.map((s, i) => [s, ys[i]]));
+  });
+  const column = (s) => at.map((m) => m[s]).filter((v) => v !== null && v !== undefined && !Number.isNaN(v));
+  const kept = steps.filter((s) => column(s).length);
+  const low = kept.map((s) => Math.min(...column(s))), high = kept.map((s) => Math.max(...column(s)));
+  const mean = kept.map((s) => column(s).reduce((x, y) => x + y, 0) / column(s).length);
+  const common = {type: "scatter", mode: "lines", x: kept, xaxis: xa, yaxis: ya, legendgroup: label};
+  return [{...common, y: low, line: {width: 0, color: colour}, showlegend: false, hoverinfo: "skip"},
+          {...common, y: high, line: {width: 0, color: colour}, fill: "tonexty", opacity: 0.25,
+           fillcolor: colour, showlegend: false, hoverinfo: "skip"},
+          {...common, y: mean, line: {width: 2, color: colour}, name: label, showlegend: legend,
+           hovertemplate: `${label}<br>step %{x}: mean %{y:.3f}<extra></extra>`}];
 }
 
 // ------------------------------------------------------------------ links that restore the view
@@ -653,7 +753,10 @@ function syncUrl() {
   if (app.offset) set("offset", app.offset);
   set("colour", app.colour);
   if (app.selected.length && app.selected.length <= 50) set("rows", app.selected.join(","));
-  set("metrics", params.get("metrics"));
+  set("metrics", app.metrics.join(","));
+  if (app.smooth) set("smooth", app.smooth);
+  if (app.logy) set("logy", "1");
+  if (app.band) set("band", "1");
   // the token is not written back: the cookie carries it, and a shared link should not
   const url = `${location.pathname}?${q}`;
   if (url !== `${location.pathname}${location.search}`) history.replaceState(null, "", url);
