@@ -135,7 +135,9 @@ def _manifest_section(results: Results) -> str:
             else "<p class='note'>no manifest.json</p>"))
         if manifest.get("sweep_file"):
             parts.append("<h4>Sweep file</h4>" + _yaml_html(manifest["sweep_file"]))
-    return _section("manifest", "Manifest", "".join(parts))
+    return _section("manifest", "Manifest", "<details><summary>the run's record: its sweep "
+                    "file, identity, versions and code (click to open)</summary>"
+                    + "".join(parts) + "</details>")
 
 
 MAX_NESTED = 4  # levels of tables inside tables; deeper values are shown as YAML
@@ -458,7 +460,8 @@ def _lottery_section(trials: pd.DataFrame, phase: PhaseDiagram,
     body = [_figure_html(figures["lottery"], "lottery",
                          "Observed rate minus what independent heads would give (1 - (1 - "
                          "p_1)^H); outlined: the exact lottery test rejects at 0.05"),
-            f"<p>{lottery_summary(lot)}.</p>", _table(lot)]
+            f"<p>{lottery_summary(lot)}.</p>",
+            _table(lot.drop(columns=[c for c in ("ix", "iy") if c in lot.columns]))]
     if "attention_heads" in trials.columns:
         keys = [k for k in (phase.facet, phase.x, phase.y) if k]
         body += ["<h3>Heads aligned per trial</h3>", _table(heads_aligned(trials, keys))]
@@ -515,12 +518,14 @@ def make_report(results: Results, *, x: str | None = None, y: str | None = None,
                                    results.manifests) if info.drawn else ""
     linked, seeds = _seeds_section(results, binned, phase, thresholds)
     keys = [k for k in (facet, x, y) if k]
-    sections = [_manifest_section(results), _counts_section(results, phase),
-                _phase_section(phase, figures, linked), objective,
-                _lottery_section(binned, phase, figures),
+    # the answer first (a search's objective, the phase map, the recovery beyond a lottery),
+    # then what it rests on; the run's record (manifest, sweep file) last, folded
+    sections = [objective, _phase_section(phase, figures, linked),
+                _lottery_section(binned, phase, figures), _counts_section(results, phase),
                 _trajectory_section(results, binned, cells, figures),
                 _onset_section(trials, phase, figures), seeds,
-                _failed_section(trials, keys), _cells_section(phase, linked)]
+                _failed_section(trials, keys), _cells_section(phase, linked),
+                _manifest_section(results)]
     names = ", ".join(results.manifests)
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"

@@ -73,8 +73,9 @@ class Page(HTMLParser):
 
 def test_report_has_every_section(copy_report):
     page = Page(copy_report[0].html)
-    assert list(page.sections) == ["manifest", "counts", "phase", "lottery", "trajectories",
-                                   "onsets", "seeds", "failed", "cells"]
+    # the answer first (the map, the recovery beyond a lottery), the run's record last
+    assert list(page.sections) == ["phase", "lottery", "counts", "trajectories", "onsets",
+                                   "seeds", "failed", "cells", "manifest"]
     assert page.sections["phase"]["title"] == ("Phase diagram: success = attention learned: "
                                                "best head's attention accuracy ≥ 0.9")
     assert copy_report[1].read_text(encoding="utf-8") == copy_report[0].html
@@ -86,6 +87,7 @@ def test_lottery_section_shows_the_phase_objects_lottery_and_heads_aligned(copy_
     lottery, aligned = section["tables"]
     assert len(lottery) - 1 == len(report.phase.lottery)  # a header row, then one per cell
     assert lottery[0][:3] == ["model.heads", "task.cooccurrence", "task.hardness"]
+    assert "ix" not in lottery[0] and "iy" not in lottery[0]  # the grid's indices: internal
     beyond = int(report.phase.lottery["beyond_lottery"].sum())
     assert f"{beyond} of {len(report.phase.lottery)} cells beyond the lottery" in report.html
     assert aligned[0][:4] == ["model.heads", "task.cooccurrence", "task.hardness", "n"]
@@ -160,8 +162,8 @@ def test_topic_report_through_the_cli(store, tmp_path, capsys):
     assert main(["report", str(store / "topic"), "-o", str(out), "--threshold", "0.9"]) == 0
     assert capsys.readouterr().out.startswith(f"wrote {out}: 144 trials, 48 cells, 3 figures")
     page = Page(out.read_text(encoding="utf-8"))
-    assert list(page.sections) == ["manifest", "counts", "phase", "trajectories", "seeds",
-                                   "failed", "cells"]
+    assert list(page.sections) == ["phase", "counts", "trajectories", "seeds", "failed",
+                                   "cells", "manifest"]
     assert page.sections["phase"]["title"] == ("Phase diagram: success = learned: token "
                                                "accuracy ≥ 0.9")
     assert len(page.images) == 3
