@@ -286,6 +286,8 @@ class Results:
         self._trial_schema = trial_schema
         self._trajectory_types: dict[str, pa.DataType] | None = None
         self._trajectories: pd.DataFrame | None = None
+        # where it was loaded from (root, sweep names, where, filesystem): `where`, `best`
+        self._source: tuple = (None, [s.name for s in sweeps], None, None)
 
     def __repr__(self) -> str:
         names = ", ".join(repr(s.name) for s in self.sweeps)
@@ -303,6 +305,31 @@ class Results:
                 f"{count(len(self.trials), 'trial')}{status}; varying: "
                 f"{', '.join(varying) or 'nothing'}; "
                 f"trajectories {read}>")
+
+    # -- the commands' questions, asked of what is loaded (one grammar: the same arguments and
+    # short names as `sweeper query --where`, `best` and `phase`)
+    def where(self, condition: str) -> Results:
+        """These sweeps again with `condition` added (`and`) to the filter they were loaded
+        with: `res.where("model.heads == 1")`."""
+        root, names, where, filesystem = self._source
+        both = condition if not where else f"({where}) and ({condition})"
+        return load(root, names, where=both, filesystem=filesystem)
+
+    def best(self, metric: str, mode: str = "max", n: int = 5, by: str | None = None):
+        """`sweeper best` over these trials (`analysis.best.best_trials`): configurations by
+        their mean over seeds, or trials with `by="trial"`."""
+        from .best import best_trials
+
+        root, names, where, filesystem = self._source
+        return best_trials(root, names, metric=metric, mode=mode, n=n, where=where, by=by,
+                           filesystem=filesystem)
+
+    def phase(self, x: str, y: str, facet: str | None = None, **kwargs):
+        """`sweeper phase` of these trials (`analysis.phase.phase_from_results`; short names
+        such as `heads` accepted)."""
+        from .phase import phase_from_results
+
+        return phase_from_results(self, x, y, facet, **kwargs)
 
     @property
     def trajectories_read(self) -> bool:
@@ -496,7 +523,9 @@ def _load(results, sweep, where, columns, trial_ids, filesystem) -> Results:
     ids = None if trial_ids is None else sorted(set(_id_list(trial_ids)))
     trials, packs = _read_trials(sweeps, trial_schema, plan, ids)
     selected = plan.trial_filter is not None or ids is not None
-    return Results(sweeps, trials, packs, plan, selected, trial_schema)
+    out = Results(sweeps, trials, packs, plan, selected, trial_schema)
+    out._source = (results, [s.name for s in sweeps], where, filesystem)
+    return out
 
 
 def _lazy_names(sweeps: list[Sweep]):

@@ -846,7 +846,15 @@ def phase_from_results(results, x: str, y: str, facet: str | None = None, *,
 
     bins: as `compute_phase`'s; "auto" (the default): DEFAULT_BINS per continuous axis when the
     sweep draws its cells at random (a random or Optuna search, `default_bins`), none for a
-    grid, whose values are its cells. Log-uniform axes are binned in log space by width."""
+    grid, whose values are its cells. Log-uniform axes are binned in log space by width.
+    x, y and facet may be short names, as on the command line (`heads` for model.heads)."""
+    from sweeper.results.schema import resolve_column
+
+    columns = list(results.trials.columns)
+    x, y = (resolve_column(a, columns, f, error=AnalysisInputError)
+            for a, f in ((x, "x"), (y, "y")))
+    facet = None if facet is None else resolve_column(facet, columns, "facet",
+                                                      error=AnalysisInputError)
     outcome = outcome or default_outcome(results)
     if isinstance(bins, str):
         if bins != "auto":
