@@ -884,6 +884,18 @@ def _dashboard_target(args: argparse.Namespace) -> tuple[str, str | None]:
         return args.sweep_dir, args.sweep
     if args.results is None and _is_results_root(args.sweep_dir):
         return args.sweep_dir, None
+    name = args.sweep_dir
+    if (args.results is not None and "/" not in name and "://" not in name
+            and not is_sweep_file(name)):  # SWEEP --results RESULTS: it may not exist yet
+        from sweeper.results.layout import check_sweep_name
+
+        check_sweep_name(name, "SWEEP")
+        try:
+            _located(args)
+        except (AnalysisInputError, ResultsInputError) as missing:  # said, then waited for
+            print(f"note: {str(missing).split('; allowed')[0]}; the page shows it when it "
+                  "starts", file=sys.stderr, flush=True)
+        return args.results, name
     where = _located(args)
     return where.results, where.name
 

@@ -110,7 +110,7 @@ def test_compact_takes_the_three_forms_and_prints_json(sweep):
 
 
 @pytest.mark.parametrize("command", ["status", "compact", "query", "best", "phase", "report",
-                                     "seeds", "heads", "dashboard"])
+                                     "seeds", "heads"])
 def test_a_name_that_is_no_sweep_is_one_line_naming_the_argument_and_where(sweep, command):
     results, _ = sweep
     extra = {"best": ["--metric", "final_accuracy"], "phase": ["--x", "a", "--y", "b"]}
@@ -149,6 +149,9 @@ def test_the_dashboard_opens_the_sweep_named_any_way_and_keeps_results_sweep(swe
         assert f"?sweep={NAME}" in line and f"serving {results}" in line, (argv, line)
     root = _dashboard_line(str(results))  # a results root: its sweeps listed, the first open
     assert f"serving {results}" in root
+    # a sweep not started yet, named with --results: served (it shows as it lands), and said
+    later = _dashboard_line("later", "--results", str(results))
+    assert "?sweep=later" in later and f"serving {results}" in later
 
 
 # -- short column names ----------------------------------------------------------------------
