@@ -47,7 +47,7 @@ from .outcomes import (
     outcome_threshold,
     with_outcomes,
 )
-from .swept import swept_columns
+from .swept import declared_axes, swept_columns
 
 REGIMES = ("learned", "failed", "unreliable", "insufficient", "missing")
 CONFIG_PREFIXES = ("task.", "model.", "optim.", "train.")
@@ -756,7 +756,11 @@ def default_axes(trials: pd.DataFrame, manifests: Mapping[str, Mapping] | None =
     (co-occurrence, then hardness or distractors; heads or classifier as the facet)."""
     config = [c for c in trials.columns if c.startswith(CONFIG_PREFIXES)
               and trials[c].dtype != object]
-    varying = [c for c in swept_columns(trials, manifests) if c in config]
+    # the sweep's declared axes count from its first pack on (a live sweep's first cells may
+    # vary in one of them only: its axes must not change as packs land)
+    declared = set().union(*(declared_axes(m) or () for m in (manifests or {}).values()))
+    swept = set(swept_columns(trials, manifests)) | declared
+    varying = [c for c in config if c in swept]
     facet = next((c for c in PREFERRED_FACETS if c in varying), None)
     swept = [c for c in PREFERRED_AXES if c in varying and c != facet]
     swept += [c for c in varying if c not in swept and c != facet]

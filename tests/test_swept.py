@@ -105,3 +105,17 @@ def test_query_marks_trials_that_share_a_training(tmp_path):
     assert "shared_with" in rows.columns
     shared = rows[rows["shared_with"].notna()]
     assert len(shared) == 1 and shared["task.cooccurrence"].item() == 0.0
+
+
+def test_a_live_sweep_keeps_its_declared_axes_from_its_first_pack():
+    """The first pack of a c x h x heads sweep may hold one h and one head count only: the
+    default view is still c x h faceted by heads (not c against whatever else is there)."""
+    import pandas as pd
+
+    first_pack = pd.DataFrame({"task.cooccurrence": [0.0, 0.25, 0.5],
+                               "task.hardness": [0.0] * 3, "model.heads": [1] * 3,
+                               "model.width": [32] * 3, "seed": [0, 0, 0]})
+    manifest = {"axes": ["task.cooccurrence", "task.hardness", "model.heads"]}
+    assert default_axes(first_pack, {"live": manifest}) == (
+        "task.cooccurrence", "task.hardness", "model.heads")
+    assert default_axes(first_pack)[2] is None  # undeclared: nothing to facet by yet

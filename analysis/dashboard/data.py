@@ -77,7 +77,7 @@ from ..search import (
     spread_importance,
     trial_lines,
 )
-from ..swept import swept_columns
+from ..swept import declared_axes, swept_columns
 
 MAX_CURVES = 200  # seeds drawn per cell
 TABLE_PAGE = 1000  # trials table rows a request returns unless it asks for another page size
@@ -219,10 +219,12 @@ class SweepView:
         info = search_info(self.manifest())
         drawn = manifests_draw_cells([self.manifest()])
         out = []
-        for column in swept_columns(cells, {self.name: self.manifest()}):
+        declared = declared_axes(self.manifest()) or set()
+        for column in dict.fromkeys([*swept_columns(cells, {self.name: self.manifest()}),
+                                     *(c for c in cells.columns if c in declared)]):
             values = _sorted(cells[column].dropna().unique().tolist())
-            if len(values) < 2:
-                continue
+            if len(values) < 2 and column not in declared:  # a declared axis: from its first
+                continue  # pack on, so that the view keeps its axes as packs land
             declared = info.axes.get(column)
             numeric = is_numeric(values)
             log = numeric and (declared == "loguniform" or (declared is None and
