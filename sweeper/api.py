@@ -215,7 +215,8 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         pack_size: int | None = None, retries: int | None = None, device: str | None = None,
         results_shared: bool = False, verbose: bool = False, stream=None,
         wait: bool = False, extend: bool = False, sets: list[str] | None = None,
-        estimate: bool = True, strict: bool = False, **overrides: Any) -> SweepResult:
+        estimate: bool = True, strict: bool = False, workers: int | None = None,
+        **overrides: Any) -> SweepResult:
     """Run what of a sweep is not stored yet; see the module's docstring.
 
     sets: `--set` overrides (`apply_sets`), applied after `overrides`. wait: wait for another
@@ -224,7 +225,8 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     stop the run once its running packs are stored (`sweeper.interrupts`). estimate: False
     skips the wall-time estimate before training (`SweepResult.estimate` is then None).
     strict: a value asked for that the task trains as another (c = 0.25 at L = 6 trains as 1/3:
-    `sweeper.cells.realised_notes`) is refused instead of noted."""
+    `sweeper.cells.realised_notes`) is refused instead of noted. workers: packs training at
+    once (default: the executor's capacity), as `sweeper plan --workers` estimates them."""
     from sweeper.admission import admit_here, calibration_warnings, resolution_warnings
     from sweeper.cells import realised_notes
     from sweeper.devices import prepare_native_kernels
@@ -236,6 +238,11 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     from sweeper.sweep_fields import run_options
 
     pack_size, retries, num_cpus = run_options(pack_size, retries, num_cpus)
+    if workers is not None:
+        from sweeper.numbers import check_int
+        from sweeper.sweep_fields import MAX_CPUS
+
+        workers = check_int(workers, "--workers/workers", 1, MAX_CPUS)
     spec = sweep_from(sweep, overrides, sets)
     if retries is not None:
         spec = replace(spec, retries=retries)
@@ -269,14 +276,14 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         if address is None:  # under the lease: a second driver is refused at once, not after
             prepare_native_kernels(spec, plan, store)  # a first build of the kernels
         estimated = _estimate(spec, plan, store, executor, address, num_cpus, pack_size,
-                              memory, stream) if estimate else None
+                              memory, stream, workers) if estimate else None
         started = time.perf_counter()
         if _nothing_to_train(plan, store, spec.name):  # said by the summary; no Ray started
             runner = _Idle()
         else:
             _say(stream, getattr(runner, "starting", lambda: None)())
         with runner:
-            summary = run_sweep(spec, store, runner, pack_size, stream=stream, stop=stop,
+            summary = run_sweep(spec, store, runner, pack_size, workers, stream=stream, stop=stop,
                                 extend=extend, overrides=list(sets or []), memory=memory,
                                 plan=plan, notices=notices)  # said once admitted
         taken = time.perf_counter() - started
@@ -294,13 +301,14 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
 
 
 def _estimate(spec, plan, store, executor: str, address: str | None, num_cpus: int | None,
-              pack_size: int | None, memory: int | None, stream=None):
+              pack_size: int | None, memory: int | None, stream=None,
+              workers: int | None = None):
     """The run's estimate before it trains: what `sweeper plan` with the same executor says
     (`sweeper.estimate.estimate_for`), against what is stored now; a probe that trains says
     so first."""
     from sweeper.estimate import estimate_for, parallelism
 
-    how = parallelism(executor, spec, address=address, num_cpus=num_cpus)
+    how = parallelism(executor, spec, address=address, num_cpus=num_cpus, workers=workers)
     return estimate_for(plan.with_stored(store.done_ids(spec.name)), store, how,
                         pack_size or spec.pack_size, memory, probe=address is None,
                         say=lambda line: _say(stream, line))

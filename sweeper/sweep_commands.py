@@ -74,7 +74,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.address is None:  # as `sweeper run` admits it here, before the estimate's probe
         from sweeper.admission import admit_here
 
-        budget = admit_here(sweep, plan.specs, sweep.pack_size)
+        budget = admit_here(sweep, plan.specs, args.pack_size or sweep.pack_size)
     _warn_if_refused(plan, store)
     from sweeper.admission import calibration_warnings, power_notes, resolution_warnings
 
@@ -88,7 +88,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     cost, unestimated = None, None
     if not args.no_estimate:  # the same function `sweeper run` compares its time with
         probe = (args.probe or "cached") if args.address is None else False
-        cost = estimate_for(plan, store, how, sweep.pack_size, budget, probe=probe,
+        cost = estimate_for(plan, store, how, args.pack_size or sweep.pack_size, budget,
+                            probe=probe,
                             say=lambda line: print(line, file=sys.stderr, flush=True))
         if cost is None and probe == "cached" and (plan.adaptive or plan.sharing.trainings):
             unestimated = ("estimate: none yet (nothing of this shape stored or probed in the "
@@ -103,7 +104,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
               + ("" if unestimated is None else "\n" + unestimated))
         return 0
     pending, sharing = plan.pending, plan.sharing
-    packs = form_packs(sharing.trainings, sweep.pack_size, how.slots,  # as run cuts them
+    packs = form_packs(sharing.trainings, args.pack_size or sweep.pack_size, how.slots,  # as run
                        None if budget is None else budget // how.slots)
     columns = ["trial_id"] + [a.column for a in sweep.axes] + ["seed"]
     rows = [[s.trial_id] + [s.flat()[c] for c in columns[1:]] for s in plan.specs[:args.rows]]
@@ -146,7 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                  num_cpus=args.num_cpus, pack_size=args.pack_size, retries=args.retries,
                  device=args.device, results_shared=args.results_shared, verbose=args.verbose,
                  wait=args.wait, extend=args.extend, sets=args.set,
-                 estimate=not args.no_estimate, strict=args.strict)
+                 estimate=not args.no_estimate, strict=args.strict, workers=args.workers)
     if result.interrupted:  # a late second signal must not turn a clean stop into a traceback
         import signal
 
@@ -277,6 +278,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("plan", help="show what a sweep file expands to; runs nothing")
     p.add_argument("file")
+    p.add_argument("--pack-size", type=int_argument(1, MAX_PACK_SIZE),
+                   help="specs per pack, as run's --pack-size (default: automatic)")
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
     p.add_argument("--rows", type=int_argument(0, 1_000_000), default=10,
                    help="trials to list (default 10)")
@@ -324,6 +327,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="ray (Ray Tune) or local (in this process, no Ray)")
     p.add_argument("--num-cpus", type=int_argument(1, MAX_CPUS),
                    help="CPUs of the embedded Ray (default: all)")
+    p.add_argument("--workers", type=int_argument(1, MAX_CPUS),
+                   help="packs training at once, as plan's --workers (default: the "
+                        "executor's: local 1, Ray its CPUs / resources.cpu)")
     p.add_argument("--retries", type=int_argument(0, MAX_RETRIES),
                    help="override the file's retries")
     p.add_argument("--device", help="override the file's device: cpu, cuda or cuda:N")

@@ -234,3 +234,15 @@ def test_a_set_that_is_not_key_equals_value_is_refused_by_the_parser(sweep, comm
     assert exc.value.code == 2 and err.count("\n") == 1
     assert f"sweeper {command}: error: argument --set: got {item!r}; allowed: KEY=VALUE" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_and_run_share_the_flags_that_mean_the_same():
+    """What `plan` estimates, `run` does: the same flags for the same choices."""
+    from sweeper.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    flags = {name: {o for a in commands[name]._actions for o in a.option_strings}
+             for name in ("plan", "run")}
+    shared = {"--results", "--set", "--executor", "--num-cpus", "--workers", "--pack-size",
+              "--address", "--no-estimate", "--json", "--strict"}
+    assert shared <= flags["plan"] and shared <= flags["run"]
