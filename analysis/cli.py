@@ -218,7 +218,7 @@ def _add_best(subparsers) -> None:
     p = subparsers.add_parser(
         "best", help="print a sweep's best configurations or trials by one metric",
         description="The configurations (seeds pooled: the mean over their finished seeds, "
-                    "with a 95%% interval) or the trials that finished, ranked by a numeric "
+                    "with a 95% interval) or the trials that finished, ranked by a numeric "
                     "trials column (a final or best metric, or a number outcome; by config "
                     "also a yes/no outcome's share), with their swept columns (and a trial's "
                     "seed and id).")
@@ -229,10 +229,11 @@ def _add_best(subparsers) -> None:
     p.add_argument("--by", choices=BY,
                    help="config: configurations by their mean over seeds (the default when "
                         "a configuration has several seeds); trial: single trials")
-    p.add_argument("--mode", choices=MODES, default="max",
-                   help="max: the highest first (default); min: the lowest first")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help="max: the highest first; min: the lowest first (default: min for a "
+                        "loss or a step outcome, else max)")
     p.add_argument("-n", type=int_argument(1, 1_000_000), default=5,
-                   help="how many trials (default 5)")
+                   help="how many configurations or trials (default 5)")
     p.add_argument("--where", help="only trials matching, e.g. 'model.heads == 1'")
     p.add_argument("--json", action="store_true", help="a JSON list of records")
     p.set_defaults(func=run_best, analysis_command="best")

@@ -315,14 +315,28 @@ class Results:
         both = condition if not where else f"({where}) and ({condition})"
         return load(root, names, where=both, filesystem=filesystem)
 
-    def best(self, metric: str, mode: str = "max", n: int = 5, by: str | None = None):
-        """`sweeper best` over these trials (`analysis.best.best_trials`): configurations by
-        their mean over seeds, or trials with `by="trial"`."""
-        from .best import best_trials
+    def best(self, metric: str, mode: str | None = None, n: int = 5, by: str | None = None):
+        """`sweeper best` over these trials (`analysis.ranking`, as `analysis.best`):
+        configurations by their mean over seeds, or trials with `by="trial"`; `metric` may be
+        a short name (`accuracy`: final_accuracy)."""
+        from sweeper.results.schema import resolve_column
 
-        root, names, where, filesystem = self._source
-        return best_trials(root, names, metric=metric, mode=mode, n=n, where=where, by=by,
-                           filesystem=filesystem)
+        from .errors import unknown_column
+        from .ranking import check_metric, default_mode, lower_is_better, rank
+        from .swept import swept_columns
+
+        trials = self.trials
+        column = resolve_column(metric, trials.columns, "metric", error=AnalysisInputError)
+        if column not in trials.columns:
+            raise unknown_column(column, trials.columns, "metric")
+        yes_no = check_metric(trials, column, metric)
+        lead = ["sweep"] if "sweep" in trials.columns and trials["sweep"].nunique() > 1 else []
+        keys = [*lead, *swept_columns(trials, self.manifests)]
+        order = [c for c in [*keys, "seed"] if c in trials.columns]  # as `sweeper best` reads
+        trials = trials.sort_values(order, kind="stable", na_position="last",
+                                    ignore_index=True) if order else trials
+        return rank(trials, column, keys, mode=mode or default_mode(column, lower_is_better()),
+                    n=n, by=by, yes_no=yes_no)
 
     def phase(self, x: str, y: str, facet: str | None = None, **kwargs):
         """`sweeper phase` of these trials (`analysis.phase.phase_from_results`; short names

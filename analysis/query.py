@@ -233,6 +233,11 @@ def default_columns(res) -> list[str]:
     return [c for c in dict.fromkeys(wanted) if c and c in trials.columns]
 
 
+def sweep_manifests(results, sweep, filesystem=None) -> dict[str, dict]:
+    """The manifests of the sweeps named (as `load` opens them), without reading a table."""
+    return {s.name: s.manifest for s in open_sweeps(results, sweep, filesystem)}
+
+
 def _swept(trials: pd.DataFrame, manifests: Mapping[str, Mapping] | None = None) -> list[str]:
     """The sweep's axes as stored (`analysis.swept.swept_columns`: not the columns derived from
     them)."""

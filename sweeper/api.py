@@ -108,7 +108,7 @@ class SweepResult:
 
         return analysis.load(self.results, self.sweep, **kwargs)
 
-    def best(self, metric: str, mode: str = "max", n: int = 5, where: str | None = None,
+    def best(self, metric: str, mode: str | None = None, n: int = 5, where: str | None = None,
              by: str | None = None):
         """The sweep's n best configurations (mean over seeds, with its interval) or finished
         trials by a numeric trials column (a pandas DataFrame with the swept columns):

@@ -56,7 +56,9 @@ def test_sweeper_best_prints_a_table_or_json_for_a_name_a_folder_or_a_path(rando
     (["--metric", "nonsense"], "nonsense"),
     (["--metric", "id"], "--metric id: ambiguous; allowed: one of task.id, model.id"),
     (["--metric", "accuracy", "--by", "cell"], "--by"),
-    (["--metric", "learned"], "not a number"),
+    (["--metric", "learned"], "a yes/no outcome ranks configurations"),  # one seed a cell
+    (["--metric", "seed"], "not a measurement"),
+    (["--metric", "task.vocab"], "not a measurement"),
     (["--metric", "accuracy", "--mode", "best"], "--mode"),
     (["--metric", "accuracy", "-n", "0"], "-n"),
 ])
@@ -125,4 +127,13 @@ def test_a_yes_no_outcome_ranks_configurations_by_its_share_with_an_exact_interv
         assert row["mean_learned"] == pytest.approx(k / 3)
         assert (row["low"], row["high"]) == pytest.approx((ci.low, ci.high))
     rc, _, err = cli(["best", root / "seeded", "--metric", "learned", "--by", "trial"])
-    assert rc == 2 and "a yes/no outcome with by config" in err
+    assert rc == 2 and "a yes/no outcome ranks configurations" in err
+
+
+def test_a_loss_ranks_lowest_first_and_an_accuracy_s_interval_stays_in_0_1(seeded_sweep):
+    root, result = seeded_sweep
+    loss = result.best("loss")  # final_loss: lower is better, so the lowest first
+    assert loss["mean_final_loss"].tolist() == sorted(loss["mean_final_loss"])
+    assert result.best("loss", mode="max")["mean_final_loss"].is_monotonic_decreasing
+    steps = result.best("accuracy")
+    assert ((steps["low"] >= 0) & (steps["high"] <= 1)).all()
