@@ -36,6 +36,28 @@ def declared_axes(manifest: Mapping) -> set[str] | None:
     return set(search_info(dict(manifest)).axes) or None
 
 
+def named_settings(manifest: Mapping) -> set[str]:
+    """The columns its sweep file sets (`fixed:`, `axes:`) or its runs' `--set` overrides
+    name: a fixed value changed between runs (`--extend`) varies in the store, and is a
+    parameter there, not a derived column."""
+    named: set[str] = set()
+    text = manifest.get("sweep_file")
+    try:
+        import yaml
+
+        data = yaml.safe_load(text) if isinstance(text, str) else None
+    except Exception:  # noqa: BLE001 - a view of the file, never a failure
+        data = None
+    for section in ("fixed", "axes"):
+        groups = data.get(section) if isinstance(data, dict) else None
+        for group, params in (groups or {}).items() if isinstance(groups, dict) else ():
+            if isinstance(params, dict):
+                named |= {f"{group}.{name}" for name in params}
+    for item in manifest.get("overrides") or ():
+        named.add(str(item).partition("=")[0].strip())
+    return named
+
+
 def varying(frame: pd.DataFrame) -> list[str]:
     """Config columns with more than one value (null counted as one), the families' derived
     columns, ids and list values left out."""
@@ -58,7 +80,8 @@ def varying(frame: pd.DataFrame) -> list[str]:
 
 def derived_here(frame: pd.DataFrame, manifests: Mapping[str, Mapping] | None) -> set[str]:
     """Config columns that vary inside a sweep whose file does not sweep them (copy's
-    task.vocab in a sweep over c), unless another sweep of `frame` sweeps them."""
+    task.vocab in a sweep over c), unless a sweep of `frame` sweeps them or names them (a
+    fixed value changed between its runs: `named_settings`)."""
     if not manifests:
         return set()
     several = "sweep" in frame.columns and len(manifests) > 1
@@ -67,7 +90,9 @@ def derived_here(frame: pd.DataFrame, manifests: Mapping[str, Mapping] | None) -
         asked = declared_axes(manifest)
         if asked is None:
             continue
-        axes |= asked
+        named = named_settings(manifest)  # a bare `--set length=8` names its column's end
+        axes |= asked | {c for c in frame.columns if c in named
+                         or any(c.endswith(f".{n}") for n in named if "." not in n)}
         rows = frame[frame["sweep"] == name] if several else frame
         derived |= {c for c in varying(rows) if c not in asked}
     return derived - axes

@@ -228,11 +228,10 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     `sweeper.cells.realised_notes`) is refused instead of noted. workers: packs training at
     once (default: the executor's capacity), as `sweeper plan --workers` estimates them."""
     from sweeper.admission import admit_here, calibration_warnings, resolution_warnings
-    from sweeper.cells import realised_notes
     from sweeper.devices import prepare_native_kernels
     from sweeper.interrupts import stop_on_signals
     from sweeper.overrides import sweep_from
-    from sweeper.plan import make_plan
+    from sweeper.plan import make_plan, realised_notes
     from sweeper.results import Store
     from sweeper.runner import run_sweep
     from sweeper.sweep_fields import run_options
@@ -270,8 +269,10 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         memory = admit_here(spec, plan.specs, pack_size or spec.pack_size)
         # (automatic packs are cut to fit `memory` over the packs running at once)
     runner.check(spec, store)  # before it starts and before anything is written
-    notices = [*realised, *resolution_warnings(spec), *calibration_warnings(spec, plan.specs)]
+    notices = [*resolution_warnings(spec), *calibration_warnings(spec, plan.specs)]
     with stop_on_signals(stream) as stop, _lease(store, spec.name, wait, stream, stop):
+        for line in realised:  # admitted: said first, before a probe or Ray's start
+            _say(stream, line)
         store.recover(spec.name)  # damaged files moved aside (one line each) before any read
         if address is None:  # under the lease: a second driver is refused at once, not after
             prepare_native_kernels(spec, plan, store)  # a first build of the kernels

@@ -55,8 +55,8 @@ def realised(requested: Mapping[str, Mapping[str, Any]], spec: TrialSpec
     return tuple((f"{group}.{name}", value)
                  for group, params in requested.items() for name, value in params.items()
                  if _is_number(value) and _is_number(trained[group].get(name))
-                 and not math.isclose(value, trained[group][name], rel_tol=1e-12,
-                                      abs_tol=1e-15))  # an Optuna step's k * (1/L) is k/L
+                 and not math.isclose(value, trained[group][name], rel_tol=1e-12))
+    # (relative: an Optuna step's k * (1/L) is k/L to the last digit or two)
 
 
 def _is_number(value: Any) -> bool:
@@ -85,9 +85,13 @@ class Realised:
     def _how(self) -> str:
         if self.step is None:
             return ""
-        parts = 1 / self.step
-        step = f"1/{round(parts)}" if abs(parts - round(parts)) < 1e-9 else _g(self.step)
-        return f" (the task trains it in steps of {step} here)"
+        return f" (the task trains it in steps of {step_text(self.step)} here)"
+
+
+def step_text(step: float) -> str:
+    """1/6 for a step of 1/6; else the number."""
+    parts = 1 / step
+    return f"1/{round(parts)}" if abs(parts - round(parts)) < 1e-9 else _g(step)
 
 
 def _g(value: Any) -> str:
@@ -121,30 +125,36 @@ def _asked(sweep: Sweep, spec: TrialSpec) -> dict[str, Any]:
     return asked
 
 
-SHOWN_REALISED = 12  # lines `realised_notes` writes before it counts the rest
+def grid_range(low: float, high: float, step: float) -> tuple[int, int]:
+    """The first and last multiples k of `step` with low <= k step <= high (last < first:
+    none)."""
+    return math.ceil(low / step - 1e-9), math.floor(high / step + 1e-9)
 
 
-def realised_notes(specs: list[TrialSpec], sweep: Sweep, strict: bool = False) -> list[str]:
-    """One line per value asked for that trains as another (at most SHOWN_REALISED, then how
-    many more); with `strict`, the first is refused instead (SweepFileError, exit 2)."""
-    found = realised_values(specs, sweep)
-    if strict and found:
-        raise SweepFileError(found[0].refusal())
-    lines = [r.line() for r in found[:SHOWN_REALISED]]
-    if len(found) > SHOWN_REALISED:
-        lines.append(f"note: {len(found) - SHOWN_REALISED} more values asked for train as "
-                     "others (their trials' requested column keeps them)")
-    return lines
+def check_trainable_ranges(sweep: Sweep) -> None:
+    """A range axis of a parameter the task trains on a grid (`trained_step`) must hold a
+    value of that grid: else every value drawn from it would train outside it."""
+    for axis in sweep.axes:
+        step = trained_step(sweep, axis, ("uniform", "loguniform"))
+        if step is None:
+            continue
+        first, last = grid_range(*axis.values, step)
+        if last < first:
+            raise SweepFileError(
+                f"axes.{axis.path}.{axis.kind}: got {list(axis.values)}, which holds no value "
+                f"the task trains at (it trains {axis.path} in steps of {step_text(step)} "
+                f"here); allowed: a range holding a multiple of {step_text(step)}")
 
 
-def trained_step(sweep: Sweep, axis: Any) -> float | None:
+def trained_step(sweep: Sweep, axis: Any, kinds: tuple[str, ...] = ("uniform",)
+                 ) -> float | None:
     """The spacing at which the task trains a float range axis (`Entry.steps`), when it is the
     same at every value the sweep's other task axes take (their grid values or range ends);
     None where none is declared, or where it depends on another axis (copy's c when L is an
     axis too). A search that proposes on this grid trains what it proposes."""
     from sweeper.families import TASKS
 
-    if axis.group != "task" or axis.kind != "uniform":
+    if axis.group != "task" or axis.kind not in kinds:
         return None
     others = [a for a in sweep.axes if a.group == "task" and a.path != axis.path]
     entry = TASKS.get(sweep.task)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from sweeper.cells import Cell, cell_specs
+from sweeper.cells import Cell, cell_specs, check_trainable_ranges, realised_values, trained_step
 from sweeper.errors import SweeperInputError
 from sweeper.search_space import SweepFile, SweepFileError
 from sweeper.spec import TrialSpec
@@ -163,5 +163,60 @@ def plan_progress(plan: Plan, store: Any, name: str, progress: dict | None) -> A
 
 
 def make_plan(sweep: SweepFile, stored: set[str]) -> Plan:
+    check_trainable_ranges(sweep)  # a range with no value the task trains at: refused
     rules = strategy_class(sweep.search.type)
     return Plan(sweep, expand(sweep) if rules.specs_up_front else [], stored)
+
+
+# -- values asked for that train as others, said before anything trains ---------------------
+def off_grid_notes(sweep: SweepFile) -> list[str]:
+    """Range axes of a parameter the task trains on a grid that no fixed step can propose on
+    (log-uniform, or a step that another axis moves): said before anything trains."""
+    from sweeper.families import TASKS
+
+    entry = TASKS.get(sweep.task)
+    lines = []
+    snaps = strategy_class(sweep.search.type).specs_up_front  # random draws on the grid
+    for axis in sweep.axes:
+        if axis.group != "task" or axis.kind not in ("uniform", "loguniform"):
+            continue
+        kinds = ("uniform", "loguniform") if snaps else ("uniform",)
+        if trained_step(sweep, axis, kinds) is not None:
+            continue
+        if axis.name in entry.realisation_steps(sweep.fixed.get("task", {})) or any(
+                axis.name in entry.realisation_steps({**sweep.fixed.get("task", {}),
+                                                      a.name: v})
+                for a in sweep.axes if a.group == "task" for v in a.values):
+            lines.append(f"note: {axis.path} is proposed {axis.kind}, off the grid the task "
+                         "trains it on: each trial stores the trained value, the proposed "
+                         "one in its requested column")
+    return lines
+
+
+SHOWN_REALISED = 12  # lines `realised_notes` writes before it counts the rest
+
+
+def _drawn_twice(specs: list[TrialSpec], sweep: SweepFile) -> list[str]:
+    """A search that draws its cells up front (random) and drew some twice (a grid axis, or a
+    range the task trains on a grid): how many cells it trains, said."""
+    rules = strategy_class(sweep.search.type)
+    drawn = sweep.search.trials
+    cells = len(specs) // max(1, len(sweep.seeds))
+    if not (rules.draws_cells and rules.specs_up_front and drawn) or cells >= drawn:
+        return []
+    return [f"note: {drawn} cells drawn, {cells} distinct (some drawn twice: a grid axis, or a "
+            "range the task trains on a grid); the sweep trains those"]
+
+
+def realised_notes(specs: list[TrialSpec], sweep: SweepFile, strict: bool = False) -> list[str]:
+    """One line per value asked for that trains as another (at most SHOWN_REALISED, then how
+    many more); with `strict`, the first is refused instead (SweepFileError, exit 2)."""
+    found = realised_values(specs, sweep)
+    if strict and found:
+        raise SweepFileError(found[0].refusal())
+    lines = off_grid_notes(sweep) + _drawn_twice(specs, sweep) + [
+        r.line() for r in found[:SHOWN_REALISED]]
+    if len(found) > SHOWN_REALISED:
+        lines.append(f"note: {len(found) - SHOWN_REALISED} more values asked for train as "
+                     "others (their trials' requested column keeps them)")
+    return lines

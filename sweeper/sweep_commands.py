@@ -67,7 +67,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     sweep = _load_with_sets(args.file, args.set)
     store = Store.open(_results_root(args, sweep))
     plan = make_plan(sweep, store.done_ids(sweep.name))  # failed trials: trained again
-    from sweeper.cells import realised_notes
+    from sweeper.plan import realised_notes
 
     realised = realised_notes(plan.specs, sweep, args.strict)
     budget = None

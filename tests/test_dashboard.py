@@ -778,3 +778,13 @@ def test_an_optuna_study_gives_optunas_own_importance(tmp_path):
     assert importance["method"] == "optuna"
     assert list(importance["values"])[0] == "x"
     assert importance["values"]["x"] > importance["values"]["noise"]
+
+
+def test_the_search_views_answer_before_the_state_was_asked(tmp_path):
+    from analysis.dashboard.data import SweepView
+
+    synthetic.write_random_copy_sweep(tmp_path, "random")
+    first = SweepView(LOCAL, str(tmp_path), "random").search()  # no state() before it
+    view = SweepView(LOCAL, str(tmp_path), "random")
+    view.state()
+    assert first["parameters"] and first == view.search()

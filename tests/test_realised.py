@@ -144,3 +144,47 @@ def test_the_requested_column_is_part_of_every_trials_file(tmp_path):
                 "--no-estimate"])[0] == 0
     (part,) = (tmp_path / "r" / "tiny" / "trials").rglob("*.parquet")
     assert "requested" in pq.read_schema(part).names
+
+
+RANDOM_C = {"type": "random", "trials": 10, "seed": 0}
+
+
+def test_a_random_search_draws_on_the_task_s_grid_inside_the_range_and_says_how_many_cells(
+        tmp_path):
+    """c from uniform [0.05, 0.95] at L = 6: every draw is a multiple of 1/6 inside the range
+    (never 0, which a draw of 0.06 would train as), nothing moves, and the plan says how many
+    of the 10 draws are distinct."""
+    from sweeper.plan import make_plan
+
+    data = variant(**{"fixed.task.length": 6, "seeds": 1, "search": RANDOM_C,
+                      "axes": {"task": {"cooccurrence": {"uniform": [0.05, 0.95]}}}})
+    sweep = sweep_from(data)
+    plan = make_plan(sweep, set())
+    values = [s.task_params["cooccurrence"] for s in plan.specs]
+    assert all(0.05 <= v <= 0.95 and round(v * 6) == pytest.approx(v * 6) for v in values)
+    assert all(s.requested == () for s in plan.specs)
+    path = write_sweep(tmp_path / "r.yaml", data)
+    rc, _, err = cli(["plan", path, "--results", tmp_path / "r", "--no-estimate"])
+    assert rc == 0 and f"note: 10 cells drawn, {len(values)} distinct" in err
+    log = {**data, "axes": {"task": {"cooccurrence": {"loguniform": [0.05, 0.95]}}}}
+    logged = make_plan(sweep_from(log), set()).specs
+    assert all(0.05 <= s.task_params["cooccurrence"] <= 0.95 and s.requested == ()
+               for s in logged)
+
+
+def test_a_range_holding_no_value_the_task_trains_at_is_refused(tmp_path):
+    data = variant(**{"fixed.task.length": 6, "seeds": 1, "search": RANDOM_C,
+                      "axes": {"task": {"cooccurrence": {"uniform": [0.2, 0.3]}}}})
+    path = write_sweep(tmp_path / "n.yaml", data)
+    rc, _, err = cli(["plan", path, "--results", tmp_path / "r", "--no-estimate"])
+    assert rc == 2 and err.count("\n") == 1 and not (tmp_path / "r").exists()
+    assert "axes.task.cooccurrence.uniform: got [0.2, 0.3], which holds no value the task " \
+           "trains at (it trains task.cooccurrence in steps of 1/6 here)" in err
+
+
+def test_an_optuna_log_range_off_the_grid_is_said(tmp_path):
+    path, results = _optuna_sweep(tmp_path, **{
+        "axes": {"task": {"cooccurrence": {"loguniform": [0.05, 0.95]}}}}), tmp_path / "r"
+    rc, _, err = cli(["plan", path, "--results", results, "--no-estimate"])
+    assert rc == 0 and "note: task.cooccurrence is proposed loguniform, off the grid the " \
+                       "task trains it on" in err

@@ -119,3 +119,19 @@ def test_a_live_sweep_keeps_its_declared_axes_from_its_first_pack():
     assert default_axes(first_pack, {"live": manifest}) == (
         "task.cooccurrence", "task.hardness", "model.heads")
     assert default_axes(first_pack)[2] is None  # undeclared: nothing to facet by yet
+
+
+def test_a_fixed_value_changed_with_extend_is_a_parameter_not_pooled(tmp_path):
+    """L = 6, then L = 8 under the same name with --extend: task.length varies and is shown
+    and kept apart (task.vocab, set from c and L, stays derived)."""
+    data = variant(**{"name": "ext", "fixed.task.length": 6, "seeds": 1,
+                      "budget": {"steps": 10}})
+    path = write_sweep(tmp_path / "ext.yaml", data)
+    run = ["run", path, "--results", tmp_path / "r", "--executor", "local", "--no-estimate"]
+    assert cli(run)[0] == 0
+    assert cli([*run, "--set", "task.length=8", "--extend"])[0] == 0
+    res = analysis.load(str(tmp_path / "r"), "ext")
+    assert swept_columns(res.trials, res.manifests) == ["task.length", "task.cooccurrence"]
+    best = res.best("accuracy", by="config")
+    assert len(best) == 4 and (best["seeds"] == 1).all()  # 2 lengths x 2 c, not pooled
+    assert set(best["task.length"]) == {6, 8}

@@ -219,11 +219,11 @@ class SweepView:
         info = search_info(self.manifest())
         drawn = manifests_draw_cells([self.manifest()])
         out = []
-        declared = declared_axes(self.manifest()) or set()
+        asked = declared_axes(self.manifest()) or set()
         for column in dict.fromkeys([*swept_columns(cells, {self.name: self.manifest()}),
-                                     *(c for c in cells.columns if c in declared)]):
+                                     *(c for c in cells.columns if c in asked)]):
             values = _sorted(cells[column].dropna().unique().tolist())
-            if len(values) < 2 and column not in declared:  # a declared axis: from its first
+            if len(values) < 2 and column not in asked:  # a declared axis: from its first
                 continue  # pack on, so that the view keeps its axes as packs land
             declared = info.axes.get(column)
             numeric = is_numeric(values)
@@ -509,6 +509,7 @@ class SweepView:
                       "curves": self._curves(chosen, metrics)})
 
     def failed(self, limit: int = 500) -> dict:
+        self.refresh()
         trials = self.trials()
         failed = trials[trials["status"] == "failed"] if "status" in trials.columns else trials[:0]
         varying = [a["column"] for a in self.axes()]
@@ -524,6 +525,7 @@ class SweepView:
         parameter importance (Optuna's own where the sweep has a study, else the spread of
         the per-value means, `spread_importance`) and, for searches, the optimisation history
         in stored order."""
+        self.refresh()  # its axes come from the summary: asked first, it is read here
         info = search_info(self.manifest())
         trials = self.trials()
         objective = info.objective or self.outcome()

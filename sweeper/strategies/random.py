@@ -17,19 +17,33 @@ if TYPE_CHECKING:
 
 
 def random_cells(sweep: Sweep) -> list[dict[str, Any]]:
+    from sweeper.cells import trained_step
+
     rng = np.random.default_rng(sweep.search.seed)
-    return [{axis.path: draw(axis, rng) for axis in sweep.axes}
+    steps = {axis.path: trained_step(sweep, axis, ("uniform", "loguniform"))
+             for axis in sweep.axes}
+    return [{axis.path: draw(axis, rng, steps[axis.path]) for axis in sweep.axes}
             for _ in range(sweep.search.trials)]
 
 
-def draw(axis: Axis, rng: np.random.Generator) -> Any:
+def draw(axis: Axis, rng: np.random.Generator, step: float | None = None) -> Any:
     """One value of an axis: uniform over grid/choice values and int ranges, uniform or
-    log-uniform over float ranges."""
+    log-uniform over float ranges; a uniform range of a parameter the task trains on a grid
+    (`step`: `sweeper.cells.trained_step`) uniformly over that grid's values inside it, so
+    that what is drawn is what trains, never a value outside the range."""
     if axis.kind in ("grid", "choice"):
         return axis.values[int(rng.integers(len(axis.values)))]
     low, high = axis.values
     if axis.kind == "int":
         return int(rng.integers(low, high + 1))
+    if step is not None:  # the grid's values in the range: uniformly, or log-uniformly rounded
+        from sweeper.cells import grid_range
+
+        first, last = grid_range(low, high, step)
+        if axis.kind == "loguniform":
+            value = math.exp(rng.uniform(math.log(low), math.log(high)))
+            return float(min(last, max(first, round(value / step))) * step)
+        return float(int(rng.integers(first, last + 1)) * step)
     if axis.kind == "loguniform":
         return float(math.exp(rng.uniform(math.log(low), math.log(high))))
     return float(rng.uniform(low, high))
