@@ -36,11 +36,14 @@ def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {"task": {}, "model": {}, "train": {}}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
-        group, dot, name = key.partition(".")
         label = f"--set {key_path('', key)}"
+        if key.strip() == "budget.steps":  # a sweep file's name for it, as `run --set` takes
+            key = "train.steps"
+        group, dot, name = key.partition(".")
         if not sep or not dot or not name:
             raise ParameterError(f"--set: got {shown(pair)}; allowed: GROUP.NAME=VALUE with "
-                                 "GROUP one of task, model, train (e.g. task.cooccurrence=0.5)")
+                                 "GROUP one of task, model, train (e.g. task.cooccurrence=0.5),"
+                                 " or budget.steps=N as in a sweep file")
         if group not in out:
             raise ParameterError(f"{label}: unknown group {shown(group)}; allowed: task, model, "
                                  "train")

@@ -194,7 +194,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if args.json:  # a driver has started and written nothing yet (Ray starting, a probe)
             print(json.dumps({"sweep": name, "done": 0, "failed": 0, "running": 0,
                               "pending": None, "planned": None, "status": {},
-                              "driver": "starting", "updated": None, "age_s": None}))
+                              "driver": "starting", "state": "starting", "updated": None,
+                              "age_s": None}))
         else:
             print(f"{name}: starting: a driver ({describe(holder)}) holds the sweep and has "
                   "stored nothing yet")
@@ -207,6 +208,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps({"sweep": name, "done": progress.done, "failed": progress.failed,
                           "running": progress.running, "pending": progress.pending,
                           "planned": progress.planned, "status": counts, "driver": driver,
+                          "state": driver,  # the name `run --json` gives it (progress.state)
                           "updated": updated, "age_s": progress.age_s}))
         return 0
     seen = (f" (driver seen {progress.age_s:.0f} s ago)"

@@ -246,3 +246,15 @@ def test_plan_and_run_share_the_flags_that_mean_the_same():
     shared = {"--results", "--set", "--executor", "--num-cpus", "--workers", "--pack-size",
               "--address", "--no-estimate", "--json", "--strict"}
     assert shared <= flags["plan"] and shared <= flags["run"]
+
+
+def test_train_takes_budget_steps_as_run_does_and_status_names_the_state_as_run_does(
+        sweep, tmp_path):
+    results, _ = sweep
+    rc, out, err = cli(["train", "--task", "copy-v1", "--model", "seq2seq", "--set",
+                        "task.length=4", "--set", "model.width=8", "--set", "budget.steps=10",
+                        "--set", "train.batch_size=8", "--set", "train.eval_every=10",
+                        "--set", "train.eval_size=8", "--out", str(tmp_path / "t")])
+    assert rc == 0, err
+    status = run_json(["status", NAME, "--results", str(results)])
+    assert status["state"] == status["driver"]
