@@ -74,6 +74,16 @@ def write_sweep(path: Path, data: dict[str, Any] | str) -> Path:
     return path
 
 
+def run_local(folder: Path, data: dict[str, Any], *argv: str) -> Path:
+    """`sweeper run` of `data` (a `variant`) on the local executor, no estimate, into
+    `folder/r`: the results root (the run must succeed)."""
+    path = write_sweep(folder / f"{data['name']}.yaml", data)
+    rc, _, err = cli(["run", path, "--results", folder / "r", "--executor", "local",
+                      "--no-estimate", *argv])
+    assert rc == 0, err
+    return folder / "r"
+
+
 # -- outcomes ------------------------------------------------------------------------------
 def derive_outcomes(family: str, columns: dict, *, classes: int | None = None,
                     cooccurrence: float = 1.0, accuracy_threshold: float = 0.95,

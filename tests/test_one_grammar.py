@@ -5,7 +5,7 @@ commands' arguments and short names (`where`, `best`, `phase`), as `sweeper quer
 from __future__ import annotations
 
 import pytest
-from sweep_helpers import cli, variant, write_sweep
+from sweep_helpers import run_local, variant
 
 import analysis
 from analysis.best import best_trials
@@ -14,13 +14,8 @@ from analysis.errors import AnalysisInputError
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    base = tmp_path_factory.mktemp("grammar")
-    data = variant(**{"name": "g", "axes.model.heads": {"grid": [1, 2]}, "seeds": 2,
-                      "budget": {"steps": 10}})
-    path = write_sweep(base / "g.yaml", data)
-    assert cli(["run", path, "--results", base / "r", "--executor", "local",
-                "--no-estimate"])[0] == 0
-    return base / "r"
+    return run_local(tmp_path_factory.mktemp("grammar"), variant(**{
+        "name": "g", "axes.model.heads": {"grid": [1, 2]}, "seeds": 2, "budget": {"steps": 10}}))
 
 
 def test_results_where_narrows_as_query_does_and_composes(root):

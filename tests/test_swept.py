@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pyarrow.fs as pafs
 import pytest
-from sweep_helpers import cli, variant, write_sweep
+from sweep_helpers import cli, run_local, variant, write_sweep
 
 import analysis
 from analysis.phase import default_axes
@@ -18,13 +18,8 @@ from analysis.swept import declared_axes, swept_columns
 @pytest.fixture(scope="module")
 def c_by_heads(tmp_path_factory):
     """A real sweep (local executor): c x heads at L = 4, so vocab is 4 or 6 with c."""
-    root = tmp_path_factory.mktemp("swept")
-    data = variant(**{"name": "ch", "axes.model.heads": {"grid": [1, 2]}, "seeds": 1,
-                      "budget": {"steps": 10}})
-    path = write_sweep(root / "ch.yaml", data)
-    assert cli(["run", path, "--results", root / "r", "--executor", "local",
-                "--no-estimate"])[0] == 0
-    return root / "r"
+    return run_local(tmp_path_factory.mktemp("swept"), variant(**{
+        "name": "ch", "axes.model.heads": {"grid": [1, 2]}, "seeds": 1, "budget": {"steps": 10}}))
 
 
 def test_a_column_the_task_sets_from_a_swept_one_is_not_a_parameter(c_by_heads):
