@@ -324,11 +324,9 @@ def _say(stream, line: str | None) -> None:
 
 
 def _nothing_to_train(plan, store, name: str) -> bool:
-    """A plan laid out up front with every trial stored (its shares included): the run
-    stores nothing, so no executor is started (no Ray for a run with nothing to run)."""
-    if plan.adaptive or not plan.specs:
-        return False
-    return not plan.with_stored(store.done_ids(name)).pending
+    """Whether the run stores nothing (`SearchRules.nothing_left`): then no executor is
+    started (no Ray for a run with nothing to run)."""
+    return plan.strategy.nothing_left(plan, store)
 
 
 class _Idle:

@@ -56,3 +56,23 @@ def test_status_knows_a_sweep_whose_driver_has_started_before_its_first_write(tm
         assert rc == 0 and json.loads(out)["driver"] == "starting"
     rc, _, err = cli(["status", "early", "--results", tmp_path])
     assert rc == 2 and "no sweep of that name" in err
+
+
+def test_a_finished_optuna_study_starts_no_executor(tmp_path, monkeypatch):
+    from sweeper.executors.ray_tune import RayTuneExecutor
+
+    search = {"type": "optuna", "trials": 2, "objective": "best_accuracy",
+              "direction": "maximize"}
+    sweep = variant(name="opt", seeds=1, budget={"steps": 10}, search=search,
+                    axes={"task": {"hardness": {"uniform": [0.0, 1.0]}}})
+    assert sweeper.run(sweep, results=str(tmp_path), executor="local", estimate=False).ran == 2
+
+    def refuse(self):
+        raise AssertionError("Ray was started for a finished study")
+
+    monkeypatch.setattr(RayTuneExecutor, "__enter__", refuse)
+    again = sweeper.run(sweep, results=str(tmp_path), executor="ray")
+    assert again.ran == 0 and again.best_trial is not None
+    bigger = variant(**{**sweep, "search": {**search, "trials": 3}})
+    with pytest.raises(AssertionError, match="finished study"):  # one more cell: it starts
+        sweeper.run(bigger, results=str(tmp_path), executor="ray", estimate=False)

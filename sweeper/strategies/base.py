@@ -154,6 +154,15 @@ class SearchRules:
         return "--pack-size/pack_size", pack_size, largest
 
     @classmethod
+    def nothing_left(cls, plan: Plan, store: Store) -> bool:
+        """Whether a run would train nothing, known before any executor starts (a run with
+        nothing to run starts no Ray): every trial of a plan laid out up front stored; an
+        adaptive search answers for itself."""
+        if cls.adaptive or not plan.specs:
+            return False
+        return not plan.with_stored(store.done_ids(plan.sweep.name)).pending
+
+    @classmethod
     def budget_packs(cls, plan: Plan) -> list[Pack]:
         """An adaptive search's estimate (`sweeper.estimate`): packs that stand for what its
         budget still allows, as it packs them; here none (a planned search's packs are known)."""

@@ -231,6 +231,30 @@ class OptunaStrategy(SearchRules):
                 for _ in range(max(0, left))]
 
     @classmethod
+    def nothing_left(cls, plan: Plan, store: Store) -> bool:
+        """Its study (beside a local sweep's results) has `search.trials` finished trials whose
+        cells are stored, as `counted` counts: the run would propose nothing. Read without
+        writing; a study elsewhere (in memory) is built by the run: False."""
+        name = plan.sweep.name
+        url = study_storage(store, name)
+        if url is None or not os.path.isfile(store.path(name, STUDY_FILE)):
+            return False
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        storage = optuna.storages.RDBStorage(url)
+        try:
+            study = optuna.load_study(study_name=name, storage=storage)
+            stored = store.stored_ids(name)
+            counted = sum(1 for t in study.get_trials(deepcopy=False, states=FINISHED)
+                          if t.user_attrs.get("trial_ids")
+                          and all(i in stored for i in t.user_attrs["trial_ids"]))
+        except (KeyError, ValueError):  # no study of that name in the file
+            return False
+        finally:
+            storage.remove_session()
+            storage.engine.dispose()
+        return counted >= plan.sweep.search.trials
+
+    @classmethod
     def describe(cls, plan: Plan) -> tuple[dict[str, Any], str]:
         """Its budget: cells x seeds."""
         sweep, search = plan.sweep, plan.sweep.search
