@@ -13,7 +13,7 @@ from sweep_helpers import cli, cli_subprocess, variant
 import sweeper
 
 RANDOM = variant(name="rand", seeds=1, search={"type": "random", "trials": 6, "seed": 3},
-                 axes={"task": {"cooccurrence": {"uniform": [0.0, 1.0]}}})
+                 axes={"task": {"hardness": {"uniform": [0.0, 1.0]}}})
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_best_ranks_the_finished_trials_by_the_metric(random_sweep, mode):
     best = result.best("final_accuracy", mode=mode, n=3)
     stored = _stored(root).sort_values("final_accuracy", ascending=mode == "min")
     assert best["final_accuracy"].tolist() == stored["final_accuracy"].head(3).tolist()
-    assert {"task.cooccurrence", "seed", "trial_id"} <= set(best.columns)
+    assert {"task.hardness", "seed", "trial_id"} <= set(best.columns)
     assert set(best["trial_id"]) <= set(stored["trial_id"])
 
 
