@@ -246,7 +246,13 @@ def _probe_each_shape(packs: list[list[TrialSpec]], threads: float,
         if len(pack) > len(largest.get(shape, ())):
             largest[shape] = pack
     probed = sorted(largest, key=lambda shape: -models[shape])[:PROBE_SHAPES]
-    costs = {shape: probed_step_cost(largest[shape], threads, say) for shape in probed}
+    fresh = [s for s in probed if cached_step_cost(largest[s], threads) is None]
+    if fresh and say is not None:  # one line for all of them, before the first trains
+        most = max(min(PROBE_MODELS, len(largest[s])) for s in fresh)
+        say(f"estimate: timing a probe of {len(fresh)} pack shape"
+            f"{'s' if len(fresh) > 1 else ''} (up to {most} models, {PROBE_STEPS} and "
+            f"{2 * PROBE_STEPS} steps each; --no-estimate skips it)")
+    costs = {shape: probed_step_cost(largest[shape], threads) for shape in probed}
     costliest = max(costs.values(), key=lambda c: c.step_s)
     return {shape: costs.get(shape, costliest) for shape in largest}
 
@@ -336,19 +342,14 @@ def cached_step_cost(pack: list[TrialSpec], threads: float) -> StepCost | None:
     return None
 
 
-def probed_step_cost(pack: list[TrialSpec], threads: float,
-                     say: Callable[[str], None] | None = None) -> StepCost:
+def probed_step_cost(pack: list[TrialSpec], threads: float) -> StepCost:
     """`measure_step_cost`, reused for `PROBE_KEPT_S` from a cache file (`probe_cache_path`)
     when the same shape was probed on this host, with the same code, threads and kernels:
     `sweeper plan` then `sweeper run` probe once, and the run's training does not wait ~30 s
-    for a second probe. A cache that cannot be read or written is ignored. `say`: told one
-    line before a probe trains (no silent wait)."""
+    for a second probe. A cache that cannot be read or written is ignored."""
     cached = cached_step_cost(pack, threads)
     if cached is not None:
         return cached
-    if say is not None:
-        say(f"estimate: timing a probe of {min(PROBE_MODELS, len(pack))} models of this shape "
-            f"({PROBE_STEPS} and {2 * PROBE_STEPS} steps; --no-estimate skips it)")
     cost = measure_step_cost(pack, threads)
     key, path = _probe_key(pack, threads), probe_cache_path()
     kept = _read_probe_cache(path)

@@ -28,7 +28,7 @@ def test_plan_answers_without_a_probe_unless_asked(tmp_path, empty_cache):
     assert "timing a probe" not in err and not (empty_cache / "step_costs.json").exists()
     rc, out, err = cli(["plan", path, "--results", tmp_path / "r", "--probe", "--json"])
     assert rc == 0 and json.loads(out)["estimate"]["seconds"] > 0
-    assert "estimate: timing a probe of 2 models of this shape" in err
+    assert err.count("estimate: timing a probe of 2 pack shapes (up to 2 models") == 1
     rc, out, err = cli(["plan", path, "--results", tmp_path / "r"])  # now from the cache
     assert rc == 0 and "kept from the last hour" in out and "timing a probe" not in err
 
