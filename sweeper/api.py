@@ -279,7 +279,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         estimated = _estimate(spec, plan, store, executor, address, num_cpus, pack_size,
                               memory, stream, workers) if estimate else None
         started = time.perf_counter()
-        if _nothing_to_train(plan, store, spec.name):  # said by the summary; no Ray started
+        if plan.strategy.nothing_left(plan, store):  # said by the summary; no Ray started
             runner = _Idle()
         else:
             _say(stream, getattr(runner, "starting", lambda: None)())
@@ -321,12 +321,6 @@ def _say(stream, line: str | None) -> None:
         out = stream or sys.stderr
         out.write(line + "\n")
         out.flush()
-
-
-def _nothing_to_train(plan, store, name: str) -> bool:
-    """Whether the run stores nothing (`SearchRules.nothing_left`): then no executor is
-    started (no Ray for a run with nothing to run)."""
-    return plan.strategy.nothing_left(plan, store)
 
 
 class _Idle:

@@ -51,11 +51,10 @@ def realised(requested: Mapping[str, Mapping[str, Any]], spec: TrialSpec
     that realises a parameter on a grid (`Entry.steps`: copy's c in steps of 1/L) or in
     one form (`Entry.canonical`). Values that are not numbers are left out (a canonical null
     for a default such as head_merge `mean` means the same setting)."""
-    trained = {"task": spec.task_params, "model": spec.model_params, "train": spec.train}
     return tuple((f"{group}.{name}", value)
                  for group, params in requested.items() for name, value in params.items()
-                 if _is_number(value) and _is_number(trained[group].get(name))
-                 and not math.isclose(value, trained[group][name], rel_tol=1e-12))
+                 if _is_number(value) and _is_number(spec.value(f"{group}.{name}"))
+                 and not math.isclose(value, spec.value(f"{group}.{name}"), rel_tol=1e-12))
     # (relative: an Optuna step's k * (1/L) is k/L to the last digit or two)
 
 
@@ -106,8 +105,7 @@ def realised_values(specs: list[TrialSpec], sweep: Sweep) -> list[Realised]:
     for spec in specs:
         for path, value in spec.requested:
             group, name = path.split(".", 1)
-            trained = {"task": spec.task_params, "model": spec.model_params,
-                       "train": spec.train}[group][name]
+            trained = spec.value(path)
             key = (path, value, trained)
             if key not in seen:
                 steps = (TASKS.get(sweep.task).realisation_steps(_asked(sweep, spec))

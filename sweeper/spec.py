@@ -131,6 +131,12 @@ class TrialSpec:
     def metrics(self) -> tuple[Metric, ...]:
         return self.family.metrics
 
+    def value(self, path: str) -> Any:
+        """A resolved parameter by its path, `task.cooccurrence` (task, model or train)."""
+        group, name = path.split(".", 1)
+        return {"task": self.task_params, "model": self.model_params,
+                "train": self.train}[group].get(name)
+
     def unset_optional(self) -> set[str]:
         """Flat columns of the optional parameters left null (`Entry.optional`): hashed into
         neither the trial id nor the sweep's identity, so adding one keeps both."""

@@ -112,9 +112,7 @@ def distribution(axis: Axis, step: float | None = None) -> BaseDistribution:
 def trained_values(spec: Any) -> dict[str, Any]:
     """The values of a cell's spec that train as other than proposed (`TrialSpec.requested`):
     path -> the trained value, kept on the Optuna trial as its `trained` user attribute."""
-    groups = {"task": spec.task_params, "model": spec.model_params, "train": spec.train}
-    return {path: _plain(groups[path.split(".", 1)[0]][path.split(".", 1)[1]])
-            for path, _ in spec.requested}
+    return {path: _plain(spec.value(path)) for path, _ in spec.requested}
 
 
 def _fits(params: dict[str, Any], distributions: dict[str, BaseDistribution]) -> bool:
