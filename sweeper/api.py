@@ -280,7 +280,9 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                               memory, stream, workers) if estimate else None
         started = time.perf_counter()
         if plan.strategy.nothing_left(plan, store):  # said by the summary; no Ray started
-            runner = _Idle()
+            from sweeper.executors.local import LocalExecutor
+
+            runner = LocalExecutor()  # it starts nothing; the strategy proposes nothing
         else:
             _say(stream, getattr(runner, "starting", lambda: None)())
         with runner:
@@ -322,21 +324,6 @@ def _say(stream, line: str | None) -> None:
         out.write(line + "\n")
         out.flush()
 
-
-class _Idle:
-    """The executor of a run with nothing to train: nothing to start, one slot."""
-
-    def __enter__(self) -> _Idle:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-    def capacity(self, sweep: Any) -> int:
-        return 1
-
-    def run(self, sweep: Any, strategy: Any, sink: Any) -> None:
-        raise AssertionError("nothing to train, yet the strategy proposed a pack")
 
 
 def _lease(store, sweep: str, wait: bool, stream, stop):
