@@ -346,7 +346,7 @@ def run_phase(args: argparse.Namespace) -> int:
     path = plots.save(fig, args.output)
     if args.cells:
         _write_cells(phase, Path(args.cells))
-    counts = phase.cells["regime"].value_counts()
+    counts = phase.cells["state"].value_counts()
     if args.json:
         return _phase_json(results, phase, path, "cells", phase.cells)
     summary = ", ".join(f"{r} {int(counts.get(r, 0))}" for r in
@@ -434,7 +434,7 @@ def _add_phase(subparsers) -> None:
     p = subparsers.add_parser(
         "phase", help="draw a phase diagram (PNG or SVG by the file's extension)",
         description="Success probability per cell of two axes, one panel per facet value, "
-                    "with Wilson intervals, regimes, the p = 0.5 boundary and recovery maps. "
+                    "with Wilson intervals, states, the p = 0.5 boundary and recovery maps. "
                     "Outcomes are recomputed from the trajectories at the given thresholds.")
     _add_phase_options(p, axes_required=True)
     p.add_argument("-o", "--output", default="phase.png", help="phase.png or phase.svg")

@@ -68,9 +68,9 @@ def phase_html(phase: PhaseDiagram) -> str:
     facts = [("outcome", phase.success_text()), ("x", phase.x), ("y", phase.y)]
     if phase.facet:
         facts.append(("facet", f"{phase.facet} in {', '.join(map(str, phase.facet_values))}"))
-    regimes = phase.cells["regime"].value_counts()
+    states = phase.cells["state"].value_counts()
     facts += [("cells", f"{len(phase.cells)} ("
-               + ", ".join(f"{r} {n}" for r, n in regimes.items() if n) + ")"),
+               + ", ".join(f"{r} {n}" for r, n in states.items() if n) + ")"),
               ("boundary edges", f"{len(phase.boundary)} at p = {phase.level:g}")]
     body = [figure_html(phase_figure(phase), "phase diagram"),
             frame_html(cells_table(phase), "cells", digits=cell_digits(phase),

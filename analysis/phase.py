@@ -2,7 +2,7 @@
 
 `compute_phase` turns trials (with outcomes) into a `PhaseDiagram`: per cell of two axes,
 faceted by a third, the success probability over seeds with a Wilson interval, medians of
-steps to learn and attention onset, a regime, the recovery map and the p = 0.5 boundary.
+steps to learn and attention onset, a state, the recovery map and the p = 0.5 boundary.
 Nothing here draws; `analysis.plots` does.
 """
 
@@ -49,7 +49,7 @@ from .outcomes import (
 )
 from .swept import declared_axes, swept_columns
 
-REGIMES = ("learned", "failed", "unreliable", "insufficient", "missing")
+STATES = ("learned", "failed", "unreliable", "insufficient", "missing")
 CONFIG_PREFIXES = ("task.", "model.", "optim.", "train.")
 _FACET = "_facet"
 LOTTERY_COLUMNS = ["heads_base", "ix", "iy", "n_base", "p_base", "base_low", "base_high",
@@ -64,7 +64,7 @@ class PhaseDiagram:
 
     cells: one row per (facet value, x, y) of the full grid of sampled axis values, with
     ix, iy (grid indices), n_trials (any status), n (seeds counted), successes, p, p_low,
-    p_high, median_steps_to_learn, median_attention_onset, regime, recovered, and n_shared:
+    p_high, median_steps_to_learn, median_attention_onset, state, recovered, and n_shared:
     trials whose training is another cell's (an equivalent config, trained once: copy's
     hardness at c = 0), so that nobody takes those cells' seeds for independent ones.
     recovery: per facet value other than `base` and (x, y): p, p_base, delta = p - p_base
@@ -90,7 +90,7 @@ class PhaseDiagram:
     min_seeds seeds). Empty (no rows) for any other facet, or none.
     trial_regimes: which solution the seeds of each cell found, from the category outcome the
     trials' family declares (`regime_column`: copy's `regime`, aligned / offset / diffuse ...),
-    not to be confused with a cell's `regime` above (learned / failed, from its success rate):
+    not to be confused with a cell's `state` above (learned / failed, from its success rate):
     one row per cell of the grid (its facet, x, y, ix, iy) with n (counted seeds with a known
     regime), a count column per regime in the rule's order (`regime_codes`: regime -> the
     short code a map writes), top (the most common; None where n = 0), top_count and label
@@ -147,13 +147,13 @@ class PhaseDiagram:
 
     def __repr__(self) -> str:
         facet = (f", facet {self.facet} in {self.facet_values}" if self.facet else "")
-        regimes = self.cells["regime"].value_counts()
-        counts = ", ".join(f"{r} {int(regimes.get(r, 0))}" for r in REGIMES if regimes.get(r))
+        states = self.cells["state"].value_counts()
+        counts = ", ".join(f"{r} {int(states.get(r, 0))}" for r in STATES if states.get(r))
         excluded = (", excluded: " + ", ".join(f"{n} {why}" for why, n in self.excluded.items())
                     if self.excluded else "")
         return (f"<PhaseDiagram of {self.outcome}: {self.x} x {self.y}{facet}: "
                 f"{len(self.x_values)} x "
-                f"{len(self.y_values)} cells per facet; regimes: {counts}; "
+                f"{len(self.y_values)} cells per facet; states: {counts}; "
                 f"{count(len(self.boundary), 'boundary edge')} at p = {self.level}{excluded}>")
 
     def facet_cells(self, value: object) -> pd.DataFrame:
@@ -170,12 +170,12 @@ class PhaseDiagram:
         out[cells["iy"].to_numpy(), cells["ix"].to_numpy()] = cells[column].to_numpy()
         return out
 
-    def regime_counts(self) -> pd.DataFrame:
-        """Cells per regime and facet value (a column per regime)."""
+    def state_counts(self) -> pd.DataFrame:
+        """Cells per state and facet value (a column per state)."""
         by = [self.facet] if self.facet else []
-        counts = self.cells.groupby([*by, "regime"], observed=False).size().unstack(
-            "regime", fill_value=0) if by else self.cells["regime"].value_counts().to_frame().T
-        return counts.reindex(columns=list(REGIMES), fill_value=0)
+        counts = self.cells.groupby([*by, "state"], observed=False).size().unstack(
+            "state", fill_value=0) if by else self.cells["state"].value_counts().to_frame().T
+        return counts.reindex(columns=list(STATES), fill_value=0)
 
 
 # ---------------------------------------------------------------- inputs
@@ -272,7 +272,7 @@ def _full_grid(keys: list[str], values: list[list]) -> pd.DataFrame:
     return grid
 
 
-def _regimes(cells: pd.DataFrame, level: float, min_seeds: int) -> np.ndarray:
+def _states(cells: pd.DataFrame, level: float, min_seeds: int) -> np.ndarray:
     conditions = [cells["n_trials"] == 0, cells["n"] < min_seeds,
                   cells["p_low"] > level, cells["p_high"] < level]
     return np.select(conditions, ["missing", "insufficient", "learned", "failed"], "unreliable")
@@ -281,7 +281,7 @@ def _regimes(cells: pd.DataFrame, level: float, min_seeds: int) -> np.ndarray:
 def _grid_cells(stats: pd.DataFrame, keys: list[str], values: list[list], level: float,
                 confidence: float, min_seeds: int) -> pd.DataFrame:
     """The full grid with each sampled cell's counts (`stats`, indexed by keys), p, Wilson
-    interval and regime."""
+    interval and state."""
     cells = _full_grid(keys, values).merge(stats.reset_index(), on=keys, how="left")
     if "n_shared" not in cells.columns:  # a cell summary, or a store from before sharing
         cells["n_shared"] = 0
@@ -290,7 +290,7 @@ def _grid_cells(stats: pd.DataFrame, keys: list[str], values: list[list], level:
     with np.errstate(divide="ignore", invalid="ignore"):
         cells["p"] = np.where(cells["n"] > 0, cells["successes"] / cells["n"], np.nan)
     cells["p_low"], cells["p_high"] = wilson_interval(cells["successes"], cells["n"], confidence)
-    cells["regime"] = _regimes(cells, level, min_seeds)
+    cells["state"] = _states(cells, level, min_seeds)
     return cells
 
 
@@ -298,16 +298,16 @@ def _grid_cells(stats: pd.DataFrame, keys: list[str], values: list[list], level:
 
 def _recovery(cells: pd.DataFrame, base: object, min_seeds: int) -> pd.DataFrame:
     """p(H) - p(base) per facet value H != base, where both cells have enough seeds."""
-    columns = [_FACET, "x", "y", "ix", "iy", "p", "n", "successes", "regime"]
+    columns = [_FACET, "x", "y", "ix", "iy", "p", "n", "successes", "state"]
     base_cells = cells.loc[cells[_FACET] == base, ["ix", "iy", "p", "n", "successes",
-                                                   "regime"]].rename(
+                                                   "state"]].rename(
         columns={"p": "p_base", "n": "n_base", "successes": "successes_base",
-                 "regime": "regime_base"})
+                 "state": "state_base"})
     other = cells.loc[cells[_FACET] != base, columns].merge(base_cells, on=["ix", "iy"],
                                                             how="left")
     enough = (other["n"] >= min_seeds) & (other["n_base"] >= min_seeds)
     other["delta"] = (other["p"] - other["p_base"]).where(enough)
-    other["recovered"] = (other["regime"] == "learned") & (other["regime_base"] == "failed")
+    other["recovered"] = (other["state"] == "learned") & (other["state_base"] == "failed")
     tests = [_rates_test(*v) for v in zip(other["successes"], other["n"],
                                           other["successes_base"], other["n_base"])]
     for column in ("p_value", "power", "needed", "verdict"):
@@ -584,7 +584,7 @@ def compute_phase(trials: pd.DataFrame, x: str, y: str, facet: str | None = None
 
     A seed counts when its status is in `statuses` (a diverged run is a failure to learn; a
     `failed` run is an infrastructure failure and says nothing) and its `learned` is known.
-    Regimes: missing (no trial at that grid point), insufficient (fewer than min_seeds seeds
+    States: missing (no trial at that grid point), insufficient (fewer than min_seeds seeds
     counted), learned (Wilson lower bound > level), failed (upper bound < level), else
     unreliable. recovered: learned at a facet value whose `base` cell (one head) failed.
 
@@ -664,7 +664,7 @@ def _assemble(stats: pd.DataFrame, keys: list[str], values: list[list], x: str, 
               facet: str | None, *, min_seeds: int, level: float, confidence: float,
               base: object, accuracy_threshold: float | None, outcome: str,
               pooled: list[str], excluded: dict[str, int]) -> PhaseDiagram:
-    """Grid, regimes, recovery and boundary from per-cell counts: one code path for trials
+    """Grid, states, recovery and boundary from per-cell counts: one code path for trials
     (`compute_phase`) and for a sweep's cell summary (`phase_from_summary`)."""
     cells = _grid_cells(stats, keys, values, level, confidence, min_seeds)
     cells = cells.rename(columns={x: "x", y: "y"})
@@ -700,7 +700,7 @@ def phase_from_summary(summary: pd.DataFrame, x: str, y: str, facet: str | None 
                        accuracy_threshold: float | None = None) -> PhaseDiagram:
     """The phase diagram from a sweep's cell summary (`sweeper.results.summary`,
     RESULTS/SWEEP/cells.parquet: one row of counts per configuration), without reading a
-    trial: the cells, regimes, recovery and boundary `compute_phase` gives for the stored
+    trial: the cells, states, recovery and boundary `compute_phase` gives for the stored
     outcomes (the trainer's default thresholds). median_steps_to_learn is the mean step of
     success here (medians do not add up over configurations); median_attention_onset is NaN.
     """
@@ -794,8 +794,8 @@ def representative_cells(phase: PhaseDiagram, limit: int = 4) -> list[dict]:
         if len(chosen) > 1:
             return chosen
     chosen = []
-    for regime in ("learned", "failed", "unreliable"):
-        match = cells[cells["regime"] == regime]
+    for state in ("learned", "failed", "unreliable"):
+        match = cells[cells["state"] == state]
         if len(match) and len(chosen) < limit:
             row = match.iloc[len(match) // 2]
             chosen.append({k: row[k] for k in keys})

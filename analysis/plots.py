@@ -324,10 +324,10 @@ def _mark_unsampled(ax, cells: pd.DataFrame, annotate: bool, gx: AxisScale, gy: 
                     ) -> None:
     """Hatch cells with too few seeds (their n shown) and cross out cells with no trials."""
     for row in cells.itertuples(index=False):
-        regime = row.regime
-        if regime not in ("missing", "insufficient"):
+        state = row.state
+        if state not in ("missing", "insufficient"):
             continue
-        missing = regime == "missing"
+        missing = state == "missing"
         ax.add_patch(Rectangle(*_cell_box(gx, gy, row.ix, row.iy), linewidth=0.5,
                                facecolor=_MISSING_COLOR if missing else _INSUFFICIENT_COLOR,
                                edgecolor="grey", hatch="xx" if missing else "///"))
@@ -351,7 +351,7 @@ def _probability_panel(ax, phase: PhaseDiagram, value: object, annotate: bool,
     _draw_boundary(ax, phase, value, gx, gy)
     if phase.sampling is not None:
         _draw_sampling(ax, phase, value, annotate, gx, gy)
-    _outline(ax, cells[cells["regime"] == "unreliable"], gx, gy, _UNRELIABLE_COLOR, 1.5, "--",
+    _outline(ax, cells[cells["state"] == "unreliable"], gx, gy, _UNRELIABLE_COLOR, 1.5, "--",
              inset=0.08)
     _outline(ax, cells[cells["recovered"]], gx, gy, _RECOVERED_COLOR, 2.5, "-", inset=0.05)
     title = value_label(phase.facet, value) if phase.facet else "all trials"
@@ -363,9 +363,9 @@ def _recovery_panel(ax, phase: PhaseDiagram, value: object, annotate: bool,
                     gx: AxisScale, gy: AxisScale):
     rec = phase.recovery[phase.recovery[phase.facet] == value]
     image = _mesh(ax, phase.grid("delta", frame=rec), gx, gy, cmap="RdBu", vmin=-1, vmax=1)
-    either_missing = (rec["regime"] == "missing") | (rec["regime_base"] == "missing")
+    either_missing = (rec["state"] == "missing") | (rec["state_base"] == "missing")
     marks = np.where(either_missing, "missing", np.where(rec["delta"].isna(), "insufficient", ""))
-    _mark_unsampled(ax, rec.assign(regime=marks), False, gx, gy)
+    _mark_unsampled(ax, rec.assign(state=marks), False, gx, gy)
     if annotate:
         for row in rec[rec["delta"].notna()].itertuples(index=False):
             ax.text(gx.centers[row.ix], gy.centers[row.iy], f"{row.delta:+.2f}", ha="center",
@@ -470,7 +470,7 @@ def _lottery_panel(ax, phase: PhaseDiagram, value: object, annotate: bool,
     image = _mesh(ax, phase.grid("excess", frame=lot), gx, gy, cmap="RdBu", vmin=-1, vmax=1)
     missing = lot["n"].eq(0) | lot["n_base"].isna() | lot["n_base"].eq(0)
     marks = np.where(missing, "missing", np.where(lot["excess"].isna(), "insufficient", ""))
-    _mark_unsampled(ax, lot.assign(regime=marks), False, gx, gy)
+    _mark_unsampled(ax, lot.assign(state=marks), False, gx, gy)
     if annotate:
         for row in lot[lot["excess"].notna()].itertuples(index=False):
             text = f"{row.p:.2f}\n({row.p_lottery:.2f})"
@@ -494,26 +494,26 @@ def _lottery_legend(phase: PhaseDiagram) -> list:
             Patch(facecolor="none", edgecolor="none", label="p (lottery p) in each cell")]
 
 
-def regime_figure(phase: PhaseDiagram, scales: Mapping[str, str] | None = None) -> Figure:
-    """The regime of every cell, one panel per facet value (a categorical map)."""
-    regimes = ["learned", "unreliable", "failed", "insufficient", "missing"]
+def state_figure(phase: PhaseDiagram, scales: Mapping[str, str] | None = None) -> Figure:
+    """The state of every cell, one panel per facet value (a categorical map)."""
+    states = ["learned", "unreliable", "failed", "insufficient", "missing"]
     colors = ["#1a9850", "#fee08b", "#d73027", _INSUFFICIENT_COLOR, _MISSING_COLOR]
     cmap, norm = ListedColormap(colors), BoundaryNorm(np.arange(6) - 0.5, 5)
     gx, gy = phase_scales(phase, scales)
-    layout = _phase_layout(phase, rows=1, legend=len(regimes))
+    layout = _phase_layout(phase, rows=1, legend=len(states))
     layout = replace(layout, top=0.5, bottom=0.75 + 0.25 * math.ceil(5 / layout.legend_cols))
     fig = layout.figure()
     for i, value in enumerate(phase.facet_values):
         ax = layout.axes(fig, 0, i)
         cells = phase.facet_cells(value)
-        codes = cells.assign(code=cells["regime"].map({r: i for i, r in enumerate(regimes)}))
+        codes = cells.assign(code=cells["state"].map({r: i for i, r in enumerate(states)}))
         _mesh(ax, phase.grid("code", frame=codes), gx, gy, cmap=cmap, norm=norm)
         _outline(ax, cells[cells["recovered"]], gx, gy, _RECOVERED_COLOR, 2.5, "-", inset=0.05)
         _draw_boundary(ax, phase, value, gx, gy)
         label = value_label(phase.facet, value) if phase.facet else "all trials"
-        _setup_grid_axes(ax, phase, f"regime, {label}", gx, gy)
+        _setup_grid_axes(ax, phase, f"state, {label}", gx, gy)
     layout.legend(fig, [Patch(facecolor=c, edgecolor="grey", label=r)
-                        for r, c in zip(regimes, colors, strict=True)], ncols=layout.legend_cols)
+                        for r, c in zip(states, colors, strict=True)], ncols=layout.legend_cols)
     return fig
 
 
@@ -563,7 +563,7 @@ def trial_regime_figure(phase: PhaseDiagram, *, annotate: bool | None = None,
         cells = table if phase.facet is None else table[table[phase.facet] == value]
         codes = cells.assign(code=cells["top"].map({n: k for k, n in enumerate(names)}))
         _mesh(ax, phase.grid("code", frame=codes), gx, gy, cmap=cmap, norm=norm)
-        _mark_unsampled(ax, cells.assign(regime=np.where(cells["n"] == 0, "missing", "")),
+        _mark_unsampled(ax, cells.assign(state=np.where(cells["n"] == 0, "missing", "")),
                         False, gx, gy)
         if annotate:
             for row in cells[cells["n"] > 0].itertuples(index=False):

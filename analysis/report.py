@@ -45,7 +45,7 @@ from .search import search_info
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CELL_COLUMNS = ("n_trials", "n", "successes", "p", "p_low", "p_high", "median_steps_to_learn",
-                "median_attention_onset", "regime", "recovered")
+                "median_attention_onset", "state", "recovered")
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1250px; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
@@ -227,7 +227,7 @@ def cell_of_row(phase: PhaseDiagram, row: pd.Series) -> dict:
 
 def _phase_section(phase: PhaseDiagram, figures: dict[str, Figure],
                    linked: dict[int, str] | None = None) -> str:
-    counts = phase.regime_counts().reset_index()
+    counts = phase.state_counts().reset_index()
     phase_html = _figure_html(figures["phase"], "phase",
                               "Success probability per cell, with the p = "
                               f"{phase.level:g} boundary and the recovery maps"
@@ -236,8 +236,8 @@ def _phase_section(phase: PhaseDiagram, figures: dict[str, Figure],
         phase_html = (phase_html.replace("<img ", "<img usemap='#phase-cells' class='mapped' ", 1)
                       + _cell_map(figures["phase"], phase, linked))
     body = [phase_html,
-            _figure_html(figures["regimes"], "regimes", "Regime of every cell"),
-            "<h3>Cells per regime</h3>", _table(counts),
+            _figure_html(figures["states"], "states", "State of every cell"),
+            "<h3>Cells per state</h3>", _table(counts),
             *([_figure_html(figures["trial_regimes"], "trial_regimes",
                             f"Which solution each cell's seeds found ({phase.regime_column}): "
                             "the most common colours the cell, every count is written in it")]
@@ -269,7 +269,7 @@ def cell_digits(phase: PhaseDiagram) -> dict[str, int | None]:
 
 
 def _cells_section(phase: PhaseDiagram, linked: dict[int, str] | None = None) -> str:
-    note = (f"<p>p = successes / seeds; interval: {phase.confidence:.0%} Wilson; regime: "
+    note = (f"<p>p = successes / seeds; interval: {phase.confidence:.0%} Wilson; state: "
             f"learned (lower bound > {phase.level:g}), failed (upper bound < {phase.level:g}), "
             f"unreliable (spans it), insufficient (seeds < {phase.min_seeds}), missing (no "
             "trials).</p>")
@@ -511,7 +511,7 @@ def make_report(results: Results, *, x: str | None = None, y: str | None = None,
     cells = cells if cells is not None else representative_cells(phase)
     binned = with_bins(trials, phase.bins)  # the trials as the cells name them
     figures = {"phase": plots.phase_figure(phase, scales=info.scales()),
-               "regimes": plots.regime_figure(phase, info.scales())}
+               "states": plots.state_figure(phase, info.scales())}
     if not phase.trial_regimes.empty:  # copy: which solution each cell's seeds found
         figures["trial_regimes"] = plots.trial_regime_figure(phase, scales=info.scales())
     objective = _objective_section(trials, info, outcome, figures,

@@ -20,19 +20,42 @@ from sweeper.search_space import SweepFile
 
 def identity(sweep: SweepFile) -> dict[str, Any]:
     """The flat configuration a fingerprint hashes (column -> value)."""
-    from sweeper.spec import make_spec
-
-    probe = make_spec(sweep.task, sweep.model, sweep.fixed["task"], sweep.fixed["model"],
-                      sweep.fixed["train"], 0, sweep.device)
-    axes = {a.column for a in sweep.axes}
+    probe = _probe(sweep)
     unset = probe.unset_optional()  # as the trial id: a parameter added later keeps the identity
+    derived = {f"task.{k}" for k in probe.make_task().derived()} | axis_derived(sweep)
     flat = {k: v for k, v in probe.flat().items()
-            if k not in axes and k != "seed" and k not in unset}
-    derived = {f"task.{k}" for k in probe.make_task().derived()}
-    flat = {k: v for k, v in flat.items() if k not in derived}
+            if k != "seed" and k not in unset and k not in derived}
     search = {k: v for k, v in vars(sweep.search).items() if k not in ("trials", "budget")}
     flat.update({f"search.{k}": v for k, v in search.items() if v is not None})
     return flat
+
+
+def _probe(sweep: SweepFile, axis_values: dict[str, dict[str, Any]] | None = None):
+    """A trial spec at the sweep's fixed values (and the given axis values, by group)."""
+    from sweeper.spec import make_spec
+
+    groups = {g: {**sweep.fixed[g], **(axis_values or {}).get(g, {})}
+              for g in ("task", "model", "train")}
+    return make_spec(sweep.task, sweep.model, groups["task"], groups["model"], groups["train"],
+                     0, sweep.device)
+
+
+def axis_derived(sweep: SweepFile) -> set[str]:
+    """The axes' columns and the columns a task resolves from them: those whose value changes
+    when one axis takes another of its values (copy's task.vocab, N = L + round(c L), in a
+    sweep over c with vocab unset). They vary inside the sweep like the axes, so they are no
+    part of what the sweep's name stands for (a sweep over c printed as `task.vocab 15`)."""
+    columns = {a.column for a in sweep.axes}
+    base = _probe(sweep).flat()
+    for axis in sweep.axes:
+        ends = axis.values if axis.kind in ("grid", "choice") else axis.values[:2]
+        for value in ends:
+            try:
+                flat = _probe(sweep, {axis.group: {axis.name: value}}).flat()
+            except (SweeperInputError, ValueError, TypeError):
+                continue  # a value that needs another axis's too: its own spec says why
+            columns |= {k for k, v in flat.items() if k in base and v != base[k]}
+    return columns
 
 
 def optional_columns(sweep: SweepFile) -> set[str]:
@@ -63,8 +86,10 @@ def check_same_study(sweep: SweepFile, mine: dict[str, Any], manifest: dict[str,
     # keys on one side only are a newer or older sweeper's (a parameter or search option added
     # since): their old values cannot be known, and the trial ids tell those trials apart;
     # except a parameter hashed only when set (`optional_columns`): absent, it was null
+    # and a column the axes change (`axis_derived`): stored by a sweeper before that rule
     optional = optional_columns(sweep)
-    compared = (set(mine) & set(stored)) | ((set(mine) ^ set(stored)) & optional)
+    compared = ((set(mine) & set(stored)) | ((set(mine) ^ set(stored)) & optional)
+                ) - axis_derived(sweep)
     changes = [f"{k}: {stored.get(k)!r} -> {mine.get(k)!r}" for k in sorted(compared)
                if mine.get(k) != stored.get(k)]
     if not changes:

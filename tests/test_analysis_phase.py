@@ -72,7 +72,7 @@ def test_wilson_interval_holds_the_estimate(kn):
     assert float(mirrored[0]) == pytest.approx(1 - hi, abs=1e-12)
 
 
-# ---------------------------------------------------------------- cells and regimes
+# ---------------------------------------------------------------- cells and states
 
 def test_full_grid_with_every_axis_value(phase):
     assert phase.x_values == [0.0, 0.5, 1.0]
@@ -82,16 +82,16 @@ def test_full_grid_with_every_axis_value(phase):
     assert phase.base == 1
 
 
-@pytest.mark.parametrize(("key", "p", "regime"), [
+@pytest.mark.parametrize(("key", "p", "state"), [
     ((1, 0.0, 0.0), 0.0, "failed"), ((1, 0.5, 0.0), 1.0, "learned"),
     ((1, 1.0, 0.0), 0.5, "unreliable"), ((1, 0.0, 1.0), 0.5, "insufficient"),
     ((1, 0.5, 1.0), 0.0, "failed"), ((1, 1.0, 1.0), None, "missing"),
     ((4, 0.0, 0.0), 1.0, "learned"), ((4, 0.5, 1.0), 0.5, "unreliable"),
     ((4, 1.0, 1.0), 0.0, "failed"),
 ])
-def test_probabilities_and_regimes(phase, key, p, regime):
+def test_probabilities_and_states(phase, key, p, state):
     row = cell(phase, *key)
-    assert row["regime"] == regime
+    assert row["state"] == state
     if p is None:
         assert row["n_trials"] == 0 and row["n"] == 0 and math.isnan(row["p"])
         assert math.isnan(row["p_low"]) and math.isnan(row["p_high"])
@@ -115,17 +115,17 @@ def test_medians_of_steps_to_learn_and_attention_onset(phase):
 
 def test_insufficient_cells_are_marked_not_guessed(phase):
     row = cell(phase, 1, 0.0, 1.0)
-    assert row["regime"] == "insufficient" and row["n"] == 2
+    assert row["state"] == "insufficient" and row["n"] == 2
     assert not phase.boundary[[f"{X}_a", f"{Y}_a"]].eq([0.0, 1.0]).all(axis=1).any()
     more = compute_phase(trials_frame(GRID), X, Y, F, min_seeds=1)
-    assert cell(more, 1, 0.0, 1.0)["regime"] == "unreliable"
+    assert cell(more, 1, 0.0, 1.0)["state"] == "unreliable"
 
 
 def test_recovered_cells_failed_with_one_head_and_learned_with_more(phase):
     recovered = phase.cells[phase.cells["recovered"]]
     assert [tuple(r) for r in recovered[[F, X, Y]].itertuples(index=False)] == [(4, 0.0, 0.0)]
     # 4 heads learned at (0.5, 0) too, but one head had not failed there
-    assert cell(phase, 4, 0.5, 0.0)["regime"] == "learned"
+    assert cell(phase, 4, 0.5, 0.0)["state"] == "learned"
     assert not cell(phase, 4, 0.5, 0.0)["recovered"]
     # failing with one head and only unreliable with four is not recovered
     assert not cell(phase, 4, 0.5, 1.0)["recovered"]
@@ -161,14 +161,14 @@ def test_boundary_never_crosses_a_missing_cell():
     # p = 0 at c = 0 and p = 1 at c = 1, nothing sampled at c = 0.5 (h = 0)
     grid = {(1, 0.0, 0.0): (0, 5), (1, 1.0, 0.0): (5, 5), (1, 0.5, 1.0): (5, 5)}
     phase = compute_phase(trials_frame(grid), X, Y, None)
-    assert cell_regime(phase, 0.5, 0.0) == "missing"
+    assert cell_state(phase, 0.5, 0.0) == "missing"
     pairs = {(r[f"{X}_a"], r[f"{X}_b"]) for _, r in phase.boundary.iterrows()}
     assert (0.0, 1.0) not in pairs and len(phase.boundary) == 0
 
 
-def cell_regime(phase, c, h):
+def cell_state(phase, c, h):
     cells = phase.cells
-    return cells[(cells[X] == c) & (cells[Y] == h)]["regime"].item()
+    return cells[(cells[X] == c) & (cells[Y] == h)]["state"].item()
 
 
 def test_no_facet_gives_one_panel_and_no_recovery():
@@ -176,7 +176,7 @@ def test_no_facet_gives_one_panel_and_no_recovery():
     assert phase.facet is None and phase.facet_values == [None]
     assert F not in phase.cells.columns and len(phase.cells) == 6
     assert phase.recovery.empty
-    pooled = cell_regime(phase, 0.0, 0.0)  # 0/10 with one head + 10/10 with four
+    pooled = cell_state(phase, 0.0, 0.0)  # 0/10 with one head + 10/10 with four
     assert pooled == "unreliable"
 
 
@@ -199,11 +199,11 @@ def test_pooled_columns_are_reported():
     assert compute_phase(frame, X, Y, F).pooled == ["train.lr"]
 
 
-def test_grid_and_regime_counts(phase):
+def test_grid_and_state_counts(phase):
     p = phase.grid("p", 4).astype(float)
     assert p.shape == (2, 3)
     assert p[0].tolist() == [1.0, 1.0, 1.0] and p[1].tolist() == [1.0, 0.5, 0.0]
-    counts = phase.regime_counts()
+    counts = phase.state_counts()
     assert counts.loc[1].to_dict() == {"learned": 1, "failed": 2, "unreliable": 1,
                                        "insufficient": 1, "missing": 1}
     assert int(counts.to_numpy().sum()) == len(phase.cells)

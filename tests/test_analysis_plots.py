@@ -60,7 +60,7 @@ def test_phase_figure_draws_the_boundary_and_marks_of_the_data_object(copy_repor
         assert len(ax.lines) == len(segments)
         cells = phase.facet_cells(heads)
         hatched = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_hatch()]
-        assert len(hatched) == cells["regime"].isin(["insufficient", "missing"]).sum()
+        assert len(hatched) == cells["state"].isin(["insufficient", "missing"]).sum()
         labels = {t.get_text() for t in ax.texts}
         sampled = cells[cells["n"] >= phase.min_seeds]
         assert {f"{r.successes}/{r.n}" for r in sampled.itertuples()} <= labels
@@ -87,9 +87,9 @@ def test_recovered_cells_are_outlined():
 
 
 def test_regime_figure(copy_report):
-    fig = copy_report[0].figures["regimes"]
-    assert [ax.get_title() for ax in fig.axes] == ["regime, H = 1", "regime, H = 2",
-                                                   "regime, H = 4"]
+    fig = copy_report[0].figures["states"]
+    assert [ax.get_title() for ax in fig.axes] == ["state, H = 1", "state, H = 2",
+                                                   "state, H = 4"]
 
 
 def test_trajectory_figure(copy_report, tmp_path):
@@ -155,7 +155,7 @@ def test_topic_figure(store, tmp_path):
 
 def test_save_by_extension_only(tmp_path, copy_report):
     with pytest.raises(AnalysisInputError, match="use one of .png, .svg, .pdf"):
-        plots.save(copy_report[0].figures["regimes"], tmp_path / "x.jpg")
+        plots.save(copy_report[0].figures["states"], tmp_path / "x.jpg")
 
 
 def test_axis_labels_in_words():

@@ -141,7 +141,7 @@ def test_regime_counts_and_status_counts(store, copy_report):
     report, _ = copy_report
     sections = Page(report.html).sections
     regimes = sections["phase"]["tables"][0]
-    counts = report.phase.regime_counts()
+    counts = report.phase.state_counts()
     assert regimes[0] == ["model.heads", *counts.columns]
     assert [[int(v) for v in r] for r in regimes[1:]] == [
         [h, *counts.loc[h].tolist()] for h in counts.index]

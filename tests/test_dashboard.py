@@ -57,7 +57,7 @@ def test_phase_from_the_summary_is_the_phase_of_the_trials(root, facet):
         for outcome in ("attention_learned", "learned"):
             a = compute_phase(trials, x, y, facet, outcome=outcome)
             b = phase_from_summary(summary.cells, x, y, facet, outcome=outcome)
-            columns = ["n_trials", "n", "successes", "p", "p_low", "p_high", "regime",
+            columns = ["n_trials", "n", "successes", "p", "p_low", "p_high", "state",
                        "recovered"]
             pd.testing.assert_frame_equal(a.cells[columns], b.cells[columns])
             pd.testing.assert_frame_equal(a.boundary, b.boundary)
@@ -458,7 +458,7 @@ def test_phase_figures_fit_their_text_and_axes(root):
         assert box.x1 <= width + 0.01 and box.y1 <= height + 0.01, (facet, box)
         ax = fig.phase_panels[0][1]
         assert ax.get_xlim()[0] < 0 < 0.25 < ax.get_xlim()[1]  # numeric: at the values
-        unreliable = (phase.facet_cells(phase.facet_values[0])["regime"] == "unreliable").sum()
+        unreliable = (phase.facet_cells(phase.facet_values[0])["state"] == "unreliable").sum()
         dashed = [p for p in ax.patches if p.get_linestyle() in ("--", "dashed")]
         assert len(dashed) == unreliable > 0
     assert phase_from_results(results, "task.cooccurrence", "task.hardness",

@@ -206,7 +206,7 @@ def test_a_sweep_that_lands_after_the_page_opened_is_shown_and_every_count_is_le
         assert len(expected) == 18
         counts = [t for t in texts if "/" in t and t.replace("/", "").isdigit()]
         assert sorted(counts) == sorted(expected)
-        assert any(c["regime"] == "unreliable" for c in phase["cells"])  # outlined, legible
+        assert any(c["state"] == "unreliable" for c in phase["cells"])  # outlined, legible
         # categorical axes: the tick labels are the grid's values, evenly spaced
         xticks = page_value(page, "[...document.querySelectorAll('#phase .xaxislayer-above text')]"
                                   ".map((t) => t.textContent)")

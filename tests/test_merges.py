@@ -173,5 +173,5 @@ def test_phase_reads_stored_outcomes_when_they_are_current_and_draws_the_same(tm
     stored = phase.phase_from_results(analysis.load(tmp_path, "s"), "task.cooccurrence",
                                       "task.hardness", "model.heads",
                                       outcome="attention_learned", bins=None)
-    columns = ["p", "n", "regime"]
+    columns = ["p", "n", "state"]
     assert stored.cells[columns].equals(recomputed.cells[columns])

@@ -216,3 +216,42 @@ def test_tasks_and_status_speak_json(tmp_path):
     copy = next(f for f in tasks["families"] if f["name"] == "copy")
     assert copy["phase_outcome"] == "attention_learned"
     assert "length" in [p["name"] for p in copy["tasks"][0]["params"]]
+
+
+# -- what the identity holds ------------------------------------------------------------------
+C_SWEEP = """\
+name: c
+task: copy-v1
+model: seq2seq
+axes:
+  task:
+    cooccurrence: {grid: [0.0, 0.5, 1.0]}
+seeds: 1
+budget: {steps: 20}
+"""
+
+
+def test_a_column_the_axes_change_is_no_part_of_the_identity():
+    from sweeper.identity import identity
+    from sweeper.search_space import parse_sweep
+
+    mine = identity(parse_sweep(C_SWEEP))
+    assert mine["task.length"] == 10  # fixed: part of the study
+    # N = L + round(c L) takes 10, 15 and 20 here: printing one of them as the study's would lie
+    assert "task.vocab" not in mine and "task.cooccurrence" not in mine
+    fixed = identity(parse_sweep(C_SWEEP.replace("axes:", "fixed: {task: {vocab: 24}}\naxes:")))
+    assert fixed["task.vocab"] == 24  # set in the file, it is
+
+
+def test_a_stored_identity_that_kept_a_derived_column_is_the_same_study():
+    from sweeper.errors import SweeperInputError
+    from sweeper.identity import check_same_study, identity
+    from sweeper.search_space import parse_sweep
+
+    sweep = parse_sweep(C_SWEEP)
+    mine = identity(sweep)
+    older = {"identity": {**mine, "task.vocab": 15}, "versions": []}  # before the rule
+    check_same_study(sweep, mine, older, extend=False)
+    changed = {"identity": {**mine, "task.length": 12}, "versions": []}
+    with pytest.raises(SweeperInputError, match="task.length: 12 -> 10"):
+        check_same_study(sweep, mine, changed, extend=False)

@@ -307,7 +307,7 @@ class SweepView:
         for value in phase.facet_values:
             part = phase.facet_cells(value)
             grid = {c: phase.grid(c, value).tolist() for c in
-                    ("p", "n", "successes", "n_trials", "n_shared", "regime", "p_low", "p_high")}
+                    ("p", "n", "successes", "n_trials", "n_shared", "state", "p_low", "p_high")}
             index = np.full((len(phase.y_values), len(phase.x_values)), -1)
             index[part["iy"].to_numpy(), part["ix"].to_numpy()] = part.index.to_numpy()
             facets.append({"value": value, "label": _facet_label(facet, value),
@@ -330,7 +330,7 @@ class SweepView:
             "x": _axis_json(gx, bins.get(x)), "y": _axis_json(gy, bins.get(y)),
             "facets": facets, "boundary": boundary, "recovery": _recovery_maps(phase),
             "cells": [_cell_json(phase, i, row, bins) for i, row in phase.cells.iterrows()],
-            "regimes": phase.cells["regime"].value_counts().to_dict(),
+            "states": phase.cells["state"].value_counts().to_dict(),
             "excluded": phase.excluded})
 
     def cell(self, conditions: Sequence[Mapping], metrics: Sequence[str] | None = None,
@@ -701,7 +701,7 @@ def _cell_json(phase, index: int, row: pd.Series, bins: dict) -> dict:
                                    **({"closed": True} if span[2] else {})})
                 continue
         conditions.append({"column": column, "value": value})
-    return {"index": index, "ix": row["ix"], "iy": row["iy"], "regime": row["regime"],
+    return {"index": index, "ix": row["ix"], "iy": row["iy"], "state": row["state"],
             "n": row["n"], "successes": row["successes"], "n_trials": row["n_trials"],
             "n_shared": row.get("n_shared", 0), "p": row["p"], "p_low": row["p_low"],
             "p_high": row["p_high"],

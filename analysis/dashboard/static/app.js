@@ -311,7 +311,7 @@ async function drawPhase() {
       return `${data.x.label} = ${data.x.values[ix]}<br>${data.y.label} = ${data.y.values[iy]}<br>` +
              `${g.successes[iy][ix]}/${nn} seeds (${g.n_trials[iy][ix]} trials)` +
              (shared(iy, ix) ? `<br>* ${g.n_shared[iy][ix]} share an equivalent cell's training` : "") +
-             (lo === null ? "" : `<br>p in [${fmt(lo, 2)}, ${fmt(hi, 2)}]`) + `<br>${g.regime[iy][ix]}`;
+             (lo === null ? "" : `<br>p in [${fmt(lo, 2)}, ${fmt(hi, 2)}]`) + `<br>${g.state[iy][ix]}`;
     }));
     // a grey layer under every sampled cell (too few seeds for a colour: still clickable)
     const sampled = g.n_trials.map((row) => row.map((t) => (t ? 1 : null)));
@@ -328,7 +328,7 @@ async function drawPhase() {
                  customdata: f.index, xaxis: xa, yaxis: ya, name: f.label, showlegend: false,
                  xgap: 1, ygap: 1});
     const here = data.cells.filter((c) => inFacet(data, c, k));
-    outline(shapes, data, here.filter((c) => c.regime === "unreliable"), xa, ya, UNRELIABLE);
+    outline(shapes, data, here.filter((c) => c.state === "unreliable"), xa, ya, UNRELIABLE);
     outline(shapes, data, here.filter((c) => c.recovered), xa, ya, RECOVERED);
     // the boundary between cells: shapes, which take a category axis's positions between
     // its values (a trace's x would be read as category names)
