@@ -941,9 +941,21 @@ def _add_dashboard(subparsers) -> None:
     p.set_defaults(func=run_dashboard, analysis_command="dashboard")
 
 
+def _add_papers(subparsers) -> None:
+    from . import papers
+
+    p = subparsers.add_parser(
+        "papers", help="the numbers the two papers report, from the shipped sweeps",
+        description="Prints, as Markdown, the tables docs/results.md quotes (Snell et al. "
+                    "2021, Lu et al. 2021) from every shipped sweep stored under RESULTS; "
+                    "with --figures, draws their figures into that folder.")
+    papers.add_arguments(p, DEFAULT_RESULTS)
+    p.set_defaults(func=papers.run, analysis_command="papers")
+
+
 def register(subparsers) -> None:
-    """Add `query`, `best`, `phase`, `report`, `seeds`, `heads` and `dashboard` to an argparse
-    subparsers object."""
+    """Add `query`, `best`, `phase`, `report`, `seeds`, `heads`, `dashboard` and `papers` to an
+    argparse subparsers object."""
     _add_query(subparsers)
     _add_best(subparsers)
     _add_phase(subparsers)
@@ -951,6 +963,7 @@ def register(subparsers) -> None:
     _add_seeds(subparsers)
     _add_heads(subparsers)
     _add_dashboard(subparsers)
+    _add_papers(subparsers)
 
 
 def build_parser() -> argparse.ArgumentParser:

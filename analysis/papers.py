@@ -5,7 +5,8 @@ sweep and returns a plain DataFrame with one row per setting (the `by` columns),
 check it on hand-built frames and `docs/results.md` can quote it. Thresholds and windows are
 arguments; nothing is read from the trainer's stored outcomes.
 
-    python -m analysis.papers results --figures docs/figures   # every table, as Markdown
+    sweeper papers results --figures figures   # every table, as Markdown; PNGs in figures/
+    python -m analysis.papers ...              # the same
 """
 
 from __future__ import annotations
@@ -381,21 +382,39 @@ SHIPPED = ("snell_scale", "snell_budget", "snell_output_bias", "snell_copy", "sn
            "snell_phase", "snell_uniform", "lu_topic", "lu_phase", "quick")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m analysis.papers", description=__doc__
-                                     .splitlines()[0])
-    parser.add_argument("results", help="the results root holding the shipped sweeps")
+def add_arguments(parser: argparse.ArgumentParser, default_results: str = "results") -> None:
+    """The arguments of `sweeper papers` and `python -m analysis.papers` (one parser text)."""
+    parser.add_argument("results", nargs="?", default=default_results,
+                        help=f"the results root holding the shipped sweeps (default: "
+                             f"{default_results})")
     parser.add_argument("--sweep", action="append", choices=SHIPPED,
                         help="only these sweeps (default: every one stored)")
-    parser.add_argument("--figures", type=Path, help="write each sweep's figures here (PNG)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--figures", type=Path,
+                        help="write each sweep's figures into this folder (PNG; none unless "
+                             "given: docs/figures is the shipped results' own)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print every stored shipped sweep's tables as Markdown (`--figures`: and draw them)."""
+    if "://" not in str(args.results) and not Path(args.results).is_dir():
+        print(f"papers: error: results: no folder {str(args.results)!r}; allowed: a results "
+              "root holding shipped sweeps", file=sys.stderr)
+        return 2
     try:
         sections = [_section(args.results, s, args.figures) for s in args.sweep or SHIPPED]
     except AnalysisInputError as exc:
-        print(f"analysis.papers: error: {exc}", file=sys.stderr)
+        print(f"papers: error: {exc}", file=sys.stderr)
         return 2
     print("\n\n".join(s for s in sections if s) or "no shipped sweep is stored there")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m analysis.papers`: the same as `sweeper papers`."""
+    parser = argparse.ArgumentParser(prog="python -m analysis.papers", description=__doc__
+                                     .splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -240,3 +240,16 @@ def test_papers_command_prints_the_budget_table_and_the_range_of_a_budget_sweep(
     found = calibrated_range(budget_table(res.trials, res.trajectories))
     assert out.rstrip().splitlines()[-1].startswith(
         f"calibrated range: {found[0]}-{found[1]} steps" if found else "calibrated range: none")
+
+
+def test_papers_is_a_sweeper_subcommand_that_writes_figures_only_where_asked(tmp_path):
+    from sweep_helpers import cli_subprocess
+    from tests.analysis_fixtures import small_copy_sweep
+
+    small_copy_sweep(tmp_path, name="quick")
+    done = cli_subprocess(["papers", tmp_path])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("## quick:") and not list(tmp_path.rglob("*.png"))
+    missing = cli_subprocess(["papers", tmp_path / "nowhere"])
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+    assert "results: no folder" in missing.stderr
