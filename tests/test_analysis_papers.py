@@ -244,6 +244,7 @@ def test_papers_command_prints_the_budget_table_and_the_range_of_a_budget_sweep(
 
 def test_papers_is_a_sweeper_subcommand_that_writes_figures_only_where_asked(tmp_path):
     from sweep_helpers import cli_subprocess
+
     from tests.analysis_fixtures import small_copy_sweep
 
     small_copy_sweep(tmp_path, name="quick")
