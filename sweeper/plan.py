@@ -153,11 +153,14 @@ def plan_progress(plan: Plan, store: Any, name: str, progress: dict | None) -> A
     """Where sweep `name` stands against this plan (`sweeper.results.summary.sweep_progress`,
     the one definition): its stored trials per status and ids, the driver's `progress` file.
     A plan with its specs up front counts the trials it lacks by id; an adaptive one by its
-    budget."""
+    budget, unless its search says nothing is left (an Optuna study whose budget is spent
+    stores fewer trials than it when it proposed a cell twice: none of them is pending)."""
     from sweeper.results.summary import sweep_progress
 
     unstored = (len(plan.with_stored(store.stored_ids(name)).pending)
                 if plan.specs and not plan.adaptive else None)
+    if plan.adaptive and strategy_class(plan.sweep.search.type).nothing_left(plan, store):
+        unstored = 0
     return sweep_progress(store.status_counts(name), progress, planned=plan.budget,
                           unstored=unstored, adaptive=plan.adaptive)
 

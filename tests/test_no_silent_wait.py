@@ -76,3 +76,16 @@ def test_a_finished_optuna_study_starts_no_executor(tmp_path, monkeypatch):
     bigger = variant(**{**sweep, "search": {**search, "trials": 3}})
     with pytest.raises(AssertionError, match="finished study"):  # one more cell: it starts
         sweeper.run(bigger, results=str(tmp_path), executor="ray", estimate=False)
+
+
+def test_a_finished_study_that_proposed_a_cell_twice_has_nothing_pending(tmp_path):
+    search = {"type": "optuna", "trials": 4, "objective": "best_accuracy",
+              "direction": "maximize"}
+    sweep = variant(name="twice", seeds=1, budget={"steps": 10}, search=search,
+                    axes={"task": {"hardness": {"choice": [0.0, 1.0]}}})
+    path = write_sweep(tmp_path / "twice.yaml", sweep)
+    result = sweeper.run(path, results=str(tmp_path / "r"), executor="local", estimate=False)
+    assert result.ran <= 2  # four proposals of two cells: some cell twice, stored once
+    rc, out, err = cli(["status", path, "--results", tmp_path / "r", "--json"])
+    status = json.loads(out)
+    assert rc == 0 and status["pending"] == 0 and status["state"] == "finished", status
