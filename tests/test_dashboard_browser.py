@@ -129,8 +129,18 @@ def test_dashboard_follows_a_running_sweep(browser, tmp_path):
             page, "document.getElementById('packs').textContent") and not page_value(
             page, "document.getElementById('packs').textContent").endswith("at step 0 of 3000"),
             60, "a running pack's step in the progress")
-        # the diagram updates as packs land, without a reload
-        wait_until(lambda: trials_drawn() > first, 120, "the phase diagram to update")
+        # the diagram updates as packs land, without a reload; the header says what the bar
+        # says at every moment (it once kept the last poll's count through the next redraw)
+        def header_and_bar() -> tuple[int, int]:
+            return page_value(page, "[+document.getElementById('status').textContent"
+                                    ".split(' ')[0], +document.getElementById('progress')"
+                                    ".dataset.stored]")
+
+        def updated_in_step() -> bool:
+            header, bar = header_and_bar()
+            assert header == bar, (header, bar)
+            return trials_drawn() > first
+        wait_until(updated_in_step, 120, "the phase diagram to update")
 
         # a click on a sampled cell shows its seeds
         index = page_value(page, "window.sweeperDashboard.phase.cells"

@@ -135,6 +135,8 @@ async function poll() {
     app.state = state;
     if (state.stored) await fillMetrics();  // (a sweep opened before its first write)
     drawProgress(state);
+    // the header says what the bar says, from the same state, before the (slower) redraw
+    setStatus(`${state.progress.stored} trials stored; updated ${new Date().toLocaleTimeString()}`);
     fillControls(state);
     // what is drawn is named by the store's revision and the view's version, both read before
     // the draw: a control changed while an earlier poll draws changes the version, so that
@@ -157,7 +159,6 @@ async function poll() {
       await drawFailed();
       app.failedTotal = state.counts.failed;
     }
-    setStatus(`${state.stored} trials stored; updated ${new Date().toLocaleTimeString()}`);
   } catch (error) {
     setStatus(`error: ${error.message}`);
   }
@@ -219,6 +220,7 @@ function drawProgress(state) {
   const done = p.planned ? p.stored / p.planned : 1;
   $("progress").replaceChildren(bar(done), text);
   $("progress").dataset.done = String(p.done);
+  $("progress").dataset.stored = String(p.stored);
   $("progress").dataset.state = p.state;
   $("packs").replaceChildren(...p.packs.map((pack) => el("div", {},
     bar(pack.steps ? pack.step / pack.steps : 0),
