@@ -164,14 +164,29 @@ def _check_nodes(root: yaml.Node, prefix: str = "") -> None:
                 stack.append((item, f"{path}[{i}]", depth + 1, False))
 
 
+TAG_KINDS = {"int": "an integer", "float": "a number", "bool": "true or false",
+             "timestamp": "a date (YYYY-MM-DD) or time", "null": "null", "binary": "base64 text"}
+
+
 def _check_scalar(node: yaml.ScalarNode, path: str) -> None:
     """An integer written with more than MAX_INTEGER_TEXT characters is refused before it is
-    read: Python reads at most 4,300 digits, and no field takes more than int64's 19."""
+    read: Python reads at most 4,300 digits, and no field takes more than int64's 19. A scalar
+    whose tag (`!!int 'eight'`, `!!bool maybe`: an explicit tag, which YAML applies whatever
+    the text) does not read as that tag is refused naming its field, before any is built
+    (PyYAML's constructors raise ValueError, KeyError, AttributeError or IndexError)."""
+    line = node.start_mark.line + 1
     if node.tag == INT_TAG and len(node.value) > MAX_INTEGER_TEXT:
         raise SweepFileError(f"{path or 'the file'}: got an integer of {len(node.value):,} "
-                             "characters (line "
-                             f"{node.start_mark.line + 1}); allowed: an integer within int64 "
+                             f"characters (line {line}); allowed: an integer within int64 "
                              "(at most 19 digits)")
+    kind = node.tag.rsplit(":", 1)[-1] if node.tag.startswith("tag:yaml.org,2002:") else None
+    if kind not in TAG_KINDS:
+        return  # str, or a tag the loader refuses as it builds (one line, `parse_yaml`)
+    try:
+        _Loader.yaml_constructors[node.tag](_Loader(""), node)
+    except Exception:  # noqa: BLE001 - whatever the constructor raises: the text does not read
+        raise SweepFileError(f"{path or 'the file'}: got {shown(node.value)} tagged !!{kind} "
+                             f"(line {line}); allowed: {TAG_KINDS[kind]}, or no tag") from None
 
 
 def _check_keys(node: yaml.MappingNode, path: str) -> None:

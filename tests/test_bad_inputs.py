@@ -101,6 +101,25 @@ def _cases() -> list[tuple[str, str]]:
                          ("scheduler.reduction_factor",
                           {"scheduler": {**asha, "reduction_factor": math.nan}})):
         cases.append((f"not finite:{label}", yaml.safe_dump({**BASE, **extra})))
+    return cases + _tag_cases()
+
+
+# YAML's explicit tags apply whatever the text: each is refused naming its field
+BAD_TAGS = ("!!int 'eight'", "!!float 'abc'", "!!bool maybe", "!!timestamp 'x2020'",
+            "!!int ''", "!!float ''", "!!timestamp 2020-13-45", "!!int 1.5", "!!bool ''",
+            "!!float '1e'")
+TAG_PLACES = {"fixed.train.eval_size": ("fixed", "train", "eval_size"),
+              "axes grid value": ("axes", "task", "cooccurrence", "grid"),
+              "description": ("description",), "seeds": ("seeds",)}
+
+
+def _tag_cases() -> list[tuple[str, str]]:
+    cases = []
+    for place, path in TAG_PLACES.items():
+        marker = ["TAGGED"] if place == "axes grid value" else "TAGGED"
+        text = yaml.safe_dump(_set(BASE, path, marker))
+        for tag in BAD_TAGS:
+            cases.append((f"tag:{place}:{tag}", text.replace("TAGGED", tag)))
     return cases
 
 
