@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import math
 import numbers
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -67,8 +68,14 @@ def check_float(value: Any, where: str, low: float | None = None, high: float | 
                 allowed: str | None = None,
                 error: type[Exception] | None = None) -> float:
     """`value` as a finite float within low..high (an open end excludes its bound), or `error`
-    naming `where`."""
+    naming `where`. -0.0 is 0.0 (one number, one trial id); a subnormal (0 < |x| < 2.2e-308)
+    is refused: torch's workers flush it to 0 (`torch.set_flush_denormal`), so it would train
+    as 0 under another trial's id."""
     number = _real(value)
+    if number is not None and number != 0 and abs(number) < sys.float_info.min:
+        raise (error or _parameter_error())(
+            f"{where}: got {shown(value)}, a subnormal number (trained as 0); allowed: 0 or a "
+            f"magnitude of at least {sys.float_info.min:.1e}")
     ok = number is not None and (
         low is None or (number > low if low_open else number >= low)) and (
         high is None or (number < high if high_open else number <= high))
@@ -105,7 +112,7 @@ def _real(value: Any) -> float | None:
         number = float(value)
     except (OverflowError, ValueError, TypeError):
         return None
-    return number if math.isfinite(number) else None
+    return number + 0.0 if math.isfinite(number) else None  # + 0.0: -0.0 is 0.0
 
 
 def _is_bool(value: Any) -> bool:

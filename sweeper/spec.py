@@ -269,6 +269,28 @@ def spec_from_config(config: Mapping[str, Any], device: str = "cpu") -> TrialSpe
     return make_spec(task.pop("id"), model.pop("id"), task, model, train, config["seed"], device)
 
 
+def spec_from_flat(flat: Mapping[str, Any], device: str = "cpu") -> TrialSpec:
+    """Rebuild a spec from a trials row's config columns (`TrialSpec.flat`: what was trained):
+    its id is the stored trial's (tests/test_one_identity.py holds every stored trial to it).
+    Derived columns (copy's task.lift) are left out; a null (None, NaN, pandas' NA) is an
+    unset optional parameter; a list parameter is read back from its JSON text."""
+    def value(param: Param, column: str) -> Any:
+        v = flat.get(column)
+        if v is None or (not isinstance(v, str | list) and v != v) or str(v) == "<NA>":
+            return None
+        if param.type is list and isinstance(v, str):
+            return json.loads(v)
+        return v.item() if hasattr(v, "item") else v  # a numpy scalar as Python's
+
+    task, model = str(flat["task.id"]), str(flat["model.id"])
+    groups = {g: {p.name: value(p, f"{g}.{p.name}") for p in entry.params
+                  if f"{g}.{p.name}" in flat}
+              for g, entry in (("task", TASKS.get(task)), ("model", MODELS.get(model)),
+                               ("train", TRAIN_ENTRY))}
+    return make_spec(task, model, groups["task"], groups["model"], groups["train"],
+                     int(flat["seed"]), device)
+
+
 def outcomes_of(specs: list[TrialSpec], trajectories: list[Mapping[str, list]]
                 ) -> list[dict[str, Any]]:
     """The outcomes stored with trials of one family, at the default thresholds, by its rules

@@ -17,7 +17,7 @@ from sweeper.families import MODELS, TASKS, families, family_of
 from sweeper.report import trial_summary
 from sweeper.results import OUTCOME_COLUMNS, SUCCESS_OUTCOMES, Store, trajectory_schema
 from sweeper.search_space import parse_sweep
-from sweeper.spec import make_spec, spec_from_config
+from sweeper.spec import make_spec, spec_from_config, spec_from_flat
 from sweeper.train import train, train_pack
 
 CASES = [(f.name, t.id, m) for f in families().values() for t in f.tasks for m in f.model_ids]
@@ -168,6 +168,8 @@ def test_a_trained_pack_stores_and_reads_back_with_its_config(name, task, model)
         trajectories.schema.names)
     assert trajectories.num_rows == sum(len(r.trajectory["step"]) for r in results)
     assert spec_from_config(specs[0].config()) == specs[0]
+    for row in trials.to_pandas().to_dict("records"):  # what was stored is what the id names
+        assert spec_from_flat(row).trial_id == row["trial_id"]
 
 
 
