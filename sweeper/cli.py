@@ -25,6 +25,7 @@ from sweeper.results.errors import (
     command_line,
     one_line,
 )
+from sweeper.results.location import check_results_root
 
 
 def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -222,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         with command_line():  # input errors name the flags (`sweeper.results.errors`)
+            if getattr(args, "results", None) is not None:  # a root that outlives the process
+                check_results_root(args.results)
             status = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
         return status

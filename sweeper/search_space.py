@@ -49,6 +49,7 @@ from sweeper.numbers import MAX_INTEGER_TEXT, MAX_SEED, check_float, shown
 from sweeper.registry import Entry, Param
 from sweeper.results import check_sweep_name
 from sweeper.results.errors import ResultsInputError
+from sweeper.results.location import check_results_root
 from sweeper.spec import TRAIN_ENTRY, check_device, make_spec
 from sweeper.sweep_fields import (
     MAX_CPUS,
@@ -500,8 +501,11 @@ def parse_sweep(text: str) -> SweepFile:
     pack_size = None if pack_size == "auto" else int_at(pack_size, "pack_size", 1, MAX_PACK_SIZE)
     retries = int_at(raw.get("retries", 2), "retries", 0, MAX_RETRIES)
     results = raw.get("results")
-    if results is not None and (not isinstance(results, str) or not results):
-        raise fail("results", results, "a path or a URI such as s3://bucket/prefix")
+    if results is not None:
+        try:
+            check_results_root(results, "results")
+        except ResultsInputError as exc:
+            raise SweepFileError(str(exc)) from None
     _check_trial_count(axes, seeds, search)
     sweep = SweepFile(name, task, model, fixed, axes, seeds, search, scheduler,
                       _resources(raw.get("resources")), pack_size, retries, device, results,

@@ -299,6 +299,38 @@ def test_a_results_root_that_is_not_a_folder_is_one_line(tmp_path, root):
     assert rc == 2 and line.startswith("sweeper run: error: --results:"), line
 
 
+# roots that keep nothing, or carry a secret: refused before anything is opened, the secret
+# never printed (generated: each scheme and each way a credential can sit in a URI)
+SECRET = "s3cr3tVALUE"
+LOST_ROOTS = ["", " ", "memory://x", "memory:///x", "mock:///x", "MOCK:///x", "ftp://host/x",
+              "nope+x://y"]
+SECRET_ROOTS = [f"s3://KEY:{SECRET}@bucket/p", f"s3://{SECRET}@bucket/p",
+                f"gs://u:{SECRET}@bucket/p", f"s3://bucket/p?access_key=K&secret_key={SECRET}",
+                f"s3://bucket/p?endpoint_override=127.0.0.1:1&session_token={SECRET}",
+                f"hdfs://u:{SECRET}@namenode:8020/p", f"abfs://u:{SECRET}@account/p"]
+
+
+@pytest.mark.parametrize("where", ["flag", "file"])
+@pytest.mark.parametrize("root", LOST_ROOTS + SECRET_ROOTS)
+def test_a_root_that_keeps_nothing_or_holds_a_secret_is_one_line_that_never_shows_it(
+        tmp_path, root, where):
+    data = {**BASE, "results": root} if where == "file" else BASE
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    flag = ["--results", root] if where == "flag" else []
+    for command in (["plan"], ["run", "--executor", "local"], ["status"]):
+        if command == ["status"] and where == "file":
+            continue  # status reads the file's results: too, by the same rule (checked above)
+        rc, out, err = cli([command[0], path, *command[1:], *flag])
+        [line] = err.strip().splitlines()
+        assert rc == 2 and ("results" in line.split(": error: ")[1].split(":")[0]), line
+        assert SECRET not in out + err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep.yaml"]
+    if root.startswith("memory://"):  # the Python API's own in-process root stays open
+        from sweeper.results import Store
+        Store.open(root)
+
+
 # -- one rule for every number, wherever it enters --------------------------------------------
 # (the value as YAML text, as a Python value, the field the one line names)
 NUMBERS = [

@@ -54,6 +54,7 @@ from sweeper.results.layout import (
     pack_id,
     part_name,
 )
+from sweeper.results.location import check_results_root
 from sweeper.results.memfs import memory_filesystem
 from sweeper.results.provenance import provenance
 from sweeper.results.reading import (
@@ -300,9 +301,7 @@ class Store:
         pathlib.Path is a local path, as in sweeper.run(results=tmp_path))."""
         if isinstance(uri, os.PathLike):
             uri = os.fspath(uri)
-        if not isinstance(uri, str) or not uri:
-            raise ResultsInputError(f"--results: got {uri!r}; allowed: a local path or a "
-                                    "pyarrow.fs URI such as s3://bucket/prefix")
+        check_results_root(uri, in_process=True)
         if uri.startswith("memory://"):
             return MemoryStore.named(uri)
         return FileStore.at(uri)
