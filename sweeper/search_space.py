@@ -419,9 +419,16 @@ def read_sweep_text(path: str) -> str:
     if path == "-":
         import sys
 
+        if sys.stdin is None:  # `sweeper plan - <&-`: Python leaves a closed stdin as None
+            raise SweepFileError("-: standard input is closed; allowed: a sweep file piped "
+                                 "in (sweeper plan - < sweep.yaml), or its path")
         stdin = getattr(sys.stdin, "buffer", None)
-        data = stdin.read(MAX_FILE_BYTES + 1) if stdin is not None else \
-            sys.stdin.read(MAX_FILE_BYTES + 1).encode()
+        try:
+            data = stdin.read(MAX_FILE_BYTES + 1) if stdin is not None else \
+                sys.stdin.read(MAX_FILE_BYTES + 1).encode()
+        except (OSError, ValueError) as exc:  # a closed or unreadable descriptor
+            raise SweepFileError(f"-: standard input could not be read ({exc.__class__.__name__}"
+                                 "); allowed: a sweep file piped in, or its path") from None
     else:
         data = _read_regular_file(path)
     if len(data) > MAX_FILE_BYTES:

@@ -966,3 +966,18 @@ def test_the_fault_suite_figures():
           f"{worst[0]}); most stderr lines {max(f[3] for f in FIGURES)}; in process: median "
           f"{median:.3f} s, worst {slowest:.3f} s")
     assert max(f[3] for f in FIGURES) == 1 and worst[2] < TIME_LIMIT_S
+
+
+@pytest.mark.parametrize("command", ["plan -", "run - --executor local"])
+def test_a_closed_standard_input_is_one_line(command, tmp_path):
+    import subprocess
+    import sys
+
+    from sweep_helpers import REPO, subprocess_env
+
+    done = subprocess.run(["bash", "-c", f"{sys.executable} -m sweeper.cli {command} "
+                           f"--results {tmp_path / 'r'} <&-"], capture_output=True, text=True,
+                          cwd=REPO, env=subprocess_env(), timeout=60)
+    [line] = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "standard input is closed" in line, done.stderr
+    assert not (tmp_path / "r").exists()
