@@ -19,6 +19,7 @@ for a boolean column (`learned and model.heads > 1`). Keywords are case-insensit
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from typing import NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from sweeper.results.errors import shown
 
 from .errors import AnalysisInputError, unknown_column
 
@@ -121,12 +124,15 @@ def _tokenize(text: str) -> list[_Tok]:
 
 
 def _malformed(text: str, pos: int, why: str) -> AnalysisInputError:
-    return AnalysisInputError(f"malformed where {text!r} at position {pos}: {why}")
+    return AnalysisInputError(f"malformed where {shown(text)} at position {pos}: {why}")
+
+
+MAX_DEPTH = 64  # levels of 'not' and parentheses: a query's few, never Python's limit
 
 
 class _Parser:
     def __init__(self, text: str):
-        self.text, self.tokens, self.i = text, _tokenize(text), 0
+        self.text, self.tokens, self.i, self.depth = text, _tokenize(text), 0, 0
 
     def peek(self) -> _Tok:
         return self.tokens[self.i]
@@ -168,12 +174,20 @@ class _Parser:
         return items[0] if len(items) == 1 else BoolOp(op, tuple(items))
 
     def parse_not(self) -> Node:
-        if self.accept("kw", "not"):
-            return Not(self.parse_not())
-        if self.accept("op", "("):
-            node = self.parse_bool("or", self.parse_and)
-            self.expect("op", ")", "')'")
-            return node
+        if self.peek().text in ("not", "(") and self.peek().kind in ("kw", "op"):
+            self.depth += 1
+            if self.depth > MAX_DEPTH:  # before Python's own recursion limit is met
+                self.fail(f"nested too deep (allowed: at most {MAX_DEPTH} levels of 'not' and "
+                          "parentheses)")
+            try:
+                if self.accept("kw", "not"):
+                    return Not(self.parse_not())
+                if self.accept("op", "("):
+                    node = self.parse_bool("or", self.parse_and)
+                    self.expect("op", ")", "')'")
+                    return node
+            finally:
+                self.depth -= 1
         return self.parse_comparison()
 
     def parse_comparison(self) -> Node:
@@ -205,6 +219,21 @@ class _Parser:
         self.expect("op", ")", "')' closing the list")
         return InList(operand, tuple(values), negate)
 
+    def number(self, tok: _Tok) -> int | float:
+        """A number literal within what a column holds: an integer within int64 (a seed, a
+        step), a float finite."""
+        if re.search(r"[.eE]", tok.text):
+            value = float(tok.text)
+            if math.isfinite(value):
+                return value
+            why = "a number too large for a float"
+        else:
+            if len(tok.text.lstrip("-+0")) <= 19 and -(2**63) <= int(tok.text) < 2**63:
+                return int(tok.text)
+            why = "an integer beyond int64"
+        self.i -= 1
+        self.fail(f"{why} (allowed: integers within int64, finite numbers)")
+
     def require_name(self, operand: Name | Literal) -> Name:
         if not isinstance(operand, Name):
             self.fail("expected a column name before 'in' or 'is'")
@@ -223,7 +252,7 @@ class _Parser:
     def parse_literal(self) -> object:
         tok = self.take()
         if tok.kind == "number":
-            return float(tok.text) if re.search(r"[.eE]", tok.text) else int(tok.text)
+            return self.number(tok)
         if tok.kind == "string":
             return re.sub(r"\\(.)", r"\1", tok.text[1:-1])
         if tok.kind == "kw" and tok.text in ("true", "false"):

@@ -574,6 +574,14 @@ MALFORMED_QUERIES = [
     CELL + '[{"column":"task.hardness","value":1,"x":2}]', CELL + "[]&metrics=nope",
     CELL + "[]&metrics=%E2%98%83", "/api/failed?sweep=copy&sweep=copy",
     "/api/search?sweep=copy&x=1", "/api/metrics?sweep=%0A",
+    # bounded by what they cost: nesting, integer size
+    "/api/trials?sweep=copy&where=" + "not%20" * 1000 + "seed%20%3D%3D%201",
+    "/api/trials?sweep=copy&where=" + "(" * 1000 + "seed%20%3D%3D%201" + ")" * 1000,
+    CELL + "[]&where=" + "not%20" * 200 + "seed%20%3D%3D%201",
+    "/api/trials?sweep=copy&where=seed%20%3D%3D%2099999999999999999999999",
+    "/api/trials?sweep=copy&where=seed%20%3D%3D%20-99999999999999999999999",
+    "/api/trials?sweep=copy&where=task.hardness%20%3C%201e999",
+    CELL + "[]&where=seed%20in%20(1,%2099999999999999999999999)",
 ]
 
 
@@ -613,6 +621,31 @@ def test_a_malformed_dashboard_query_is_400_with_one_line(query, dashboard):
     assert "\n" not in message and "Error" not in message and "Traceback" not in message
     assert "allowed" in message or "unknown" in message or "must differ" in message, message
     assert len(message) < 400, message
+
+
+def test_a_metric_named_twice_is_drawn_once(dashboard):
+    import json
+
+    for path in ("/api/cell?sweep=copy&cell=[]", "/api/curves?sweep=copy&trials="):
+        status, body = _get(f"{dashboard}{path}&metrics=loss,loss,accuracy,loss")
+        assert status in (200, 400), (status, body[:200])
+        if path.startswith("/api/cell"):
+            names = [m["name"] for m in json.loads(body)["metrics"]]
+            assert status == 200 and names == ["loss", "accuracy"]
+
+
+def test_the_dashboard_keeps_a_bounded_number_of_sweeps_whatever_is_asked(tmp_path):
+    import synthetic_stores as synthetic
+
+    from analysis.dashboard.server import MAX_VIEWS, Dashboard
+
+    synthetic.write_copy_sweep(tmp_path, "copy")
+    dashboard = Dashboard(str(tmp_path), None, None)
+    for i in range(10 * MAX_VIEWS):  # made-up names, as a flood of requests would ask
+        dashboard.view(f"made-up-{i}")
+    dashboard.view("copy")
+    assert len(dashboard.views) == MAX_VIEWS and "copy" in dashboard.views
+    assert dashboard.view("copy") is dashboard.views["copy"]  # the one asked for stays
 
 
 def test_a_dashboard_failure_answers_500_without_the_exception_text(dashboard, monkeypatch,

@@ -65,6 +65,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+MAX_VIEWS = 16  # sweeps whose read state (summary, trials) a server keeps at once
+
+
 class Dashboard:
     """The state shared by the server's threads: the results root and its sweeps' views."""
 
@@ -111,10 +114,12 @@ class Dashboard:
         if not name:
             raise AnalysisInputError("sweep: required; allowed: a sweep name (see /api/sweeps)")
         check_sweep_name(name, "sweep")
-        with self.lock:
-            if name not in self.views:
-                self.views[name] = SweepView(self.fs, self.root, name)
-            return self.views[name]
+        with self.lock:  # the most recently asked MAX_VIEWS: made-up names cannot grow it
+            view = self.views.pop(name, None) or SweepView(self.fs, self.root, name)
+            self.views[name] = view
+            while len(self.views) > MAX_VIEWS:
+                del self.views[next(iter(self.views))]
+            return view
 
     def plotly_gz(self) -> bytes:
         if self._plotly_gz is None:
