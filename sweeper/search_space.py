@@ -36,6 +36,7 @@ checked before anything runs, and each error names its path in the file and what
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -390,7 +391,22 @@ def _scheduler(raw: Any, family: Family, steps: int) -> Scheduler | None:
     grace = int_at(raw.get("grace_period", 1), "scheduler.grace_period", 1, steps)
     factor = number_at(raw.get("reduction_factor", 3), "scheduler.reduction_factor", 1,
                         strict=True, high=MAX_REDUCTION_FACTOR)
+    rungs = asha_rungs(steps, grace, factor)
+    if rungs > MAX_RUNGS:  # ASHA keeps a table per rung: a factor near 1 makes millions
+        least = (steps / grace) ** (1 / (MAX_RUNGS - 1))
+        raise SweepFileError(
+            f"scheduler.reduction_factor: got {shown(factor)}, which makes {rungs:.3g} rungs "
+            f"between grace_period {grace} and {steps} steps; allowed: a factor of at least "
+            f"{math.ceil(least * 1000) / 1000:g} here (at most {MAX_RUNGS} rungs; 2 to 4 is usual)")
     return Scheduler(metric, mode, grace, factor)
+
+
+MAX_RUNGS = 32  # ASHA's rungs between grace_period and the budget: 2 to 10 in practice
+
+
+def asha_rungs(steps: int, grace: int, factor: float) -> float:
+    """The rungs Ray's ASHA builds: int(log(max_t / grace_period) / log(factor)) + 1."""
+    return math.floor(math.log(steps / grace) / math.log(factor)) + 1
 
 
 def _resources(raw: Any) -> dict[str, float]:

@@ -101,6 +101,9 @@ def _cases() -> list[tuple[str, str]]:
                          ("scheduler.reduction_factor",
                           {"scheduler": {**asha, "reduction_factor": math.nan}})):
         cases.append((f"not finite:{label}", yaml.safe_dump({**BASE, **extra})))
+    for factor in (1 + 2**-52, 1 + 1e-9, 1.001, 1.01, 1.05):  # valid, and ruinous: rungs
+        cases.append((f"asha rungs:{factor!r}", yaml.safe_dump(
+            {**BASE, "scheduler": {**asha, "reduction_factor": factor}})))
     return cases + _tag_cases()
 
 
