@@ -1017,3 +1017,38 @@ def test_a_closed_standard_input_is_one_line(command, tmp_path):
     [line] = done.stderr.strip().splitlines()
     assert done.returncode == 2 and "standard input is closed" in line, done.stderr
     assert not (tmp_path / "r").exists()
+
+
+# paths at the system's limits: one line before anything is opened
+PATH_CASES = {f"component {n}": lambda tmp, n=n: tmp / ("a" * n) for n in (256, 300, 1000)}
+PATH_CASES |= {f"path {n}": lambda tmp, n=n: Path("/".join([str(tmp)] + ["b" * 200] * (
+    n // 201))) for n in (3900, 4097, 10000)}
+PATH_CASES |= {"symlink loop": lambda tmp: _loop(tmp) / "r",
+               "under a file": lambda tmp: _file(tmp) / "r"}
+
+
+def _loop(tmp: Path) -> Path:
+    (tmp / "a").symlink_to(tmp / "b")
+    (tmp / "b").symlink_to(tmp / "a")
+    return tmp / "a"
+
+
+def _file(tmp: Path) -> Path:
+    (tmp / "f").write_text("x")
+    return tmp / "f"
+
+
+@pytest.mark.parametrize("command", [["plan"], ["run", "--executor", "local"]],
+                         ids=lambda c: c[0])
+@pytest.mark.parametrize("case", list(PATH_CASES))
+def test_a_results_path_past_the_systems_limits_is_one_line(case, command, tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    box = tmp_path / "box"
+    box.mkdir()
+    root = PATH_CASES[case](box)
+    before = sorted(box.rglob("*"))
+    rc, _, err = cli([command[0], path, *command[1:], "--results", root])
+    [line] = err.strip().splitlines()
+    assert rc == 2 and ": error: --results:" in line and "allowed" in line, line
+    assert sorted(box.rglob("*")) == before

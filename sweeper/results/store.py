@@ -42,7 +42,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from sweeper.results.conformance import Footer, foreign_files, read_as
-from sweeper.results.errors import ResultsInputError, ResultsWriteError
+from sweeper.results.errors import ResultsInputError, ResultsWriteError, shown
 from sweeper.results.files import NOTHING_WRITTEN, could_not_write
 from sweeper.results.layout import (
     COMPACT_PREFIX,
@@ -768,13 +768,47 @@ def _local_root(uri: str) -> str:
     import os
 
     root = os.path.abspath(uri)
+    _check_path_limits(uri, root)
     probe = root
-    while not os.path.exists(probe):
-        probe = os.path.dirname(probe)
+    while True:  # the nearest part of it that exists; a loop or a file on the way: one line
+        try:
+            os.stat(probe)
+            break
+        except FileNotFoundError:
+            probe = os.path.dirname(probe)
+        except OSError as exc:  # ELOOP (a symlink loop), ENOTDIR, EACCES
+            raise ResultsInputError(f"--results: got {shown(uri)}, but {shown(probe)} cannot be "
+                                    f"opened ({os.strerror(exc.errno or 0).lower()}); allowed: "
+                                    "a folder (existing or new) or a pyarrow.fs URI") from None
     if not os.path.isdir(probe) or (probe == root and root.startswith("/proc")):
         raise ResultsInputError(f"--results: got {uri!r}, but {probe!r} is not a folder; "
                                 "allowed: a folder (existing or new) or a pyarrow.fs URI")
     return root
+
+
+# what sweeper adds under a root: /<sweep name, <= 128>/trajectories/<part name, <= 60>.tmp...
+PATH_UNDER_ROOT = 256
+
+
+def _check_path_limits(uri: str, root: str) -> None:
+    """A local root within the filesystem's limits, with room for what is stored under it:
+    a component of at most NAME_MAX bytes (255), the whole at most PATH_MAX (4,096) less
+    PATH_UNDER_ROOT; else one line instead of ENAMETOOLONG at the first write."""
+    import os
+
+    name_max, path_max = 255, 4096
+    with contextlib.suppress(OSError, ValueError):
+        name_max = os.pathconf("/", "PC_NAME_MAX")
+        path_max = os.pathconf("/", "PC_PATH_MAX")
+    longest = max(root.split("/"), key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > name_max:
+        raise ResultsInputError(f"--results: got a path with a {len(os.fsencode(longest)):,}-"
+                                f"byte component ({shown(longest)}); allowed: components of "
+                                f"at most {name_max} bytes")
+    if len(os.fsencode(root)) > path_max - PATH_UNDER_ROOT:
+        raise ResultsInputError(f"--results: got a path of {len(os.fsencode(root)):,} bytes; "
+                                f"allowed: at most {path_max - PATH_UNDER_ROOT:,} (the system's "
+                                f"{path_max:,}, less room for the sweep's own files)")
 
 
 def check_writable(store: Store) -> None:
