@@ -114,6 +114,7 @@ class Recorder:
     # the cell summary (sweeper.results.summary: RESULTS/SWEEP/cells.parquet), kept current
     # after every committed pack, and the running packs for progress.json
     summary: Any = None
+    merges: Any = None  # `sweeper.results.merging.DriverMerges`, from the first pack stored
     packs: dict[str, dict[str, Any]] = field(default_factory=dict)
     _progress_at: float = 0.0
     _warned: bool = False
@@ -198,6 +199,9 @@ class Recorder:
         """The sweep's end (finished, or interrupted: a signal stopped it): the last progress
         line and file."""
         self.progress.close()
+        if self.merges is not None:  # the child's merge in flight: before the end's reads
+            self._quietly(self.merges.close, "could not merge the sweep's files (readers "
+                          "open more of them)")
         if self.summary is not None:
             self._quietly(self.summary.write)  # the packs added since its last write
         if self.written:  # a finished sweep's folder holds no merge's inputs (a glob of it
@@ -260,7 +264,7 @@ class Recorder:
             self.decided += sum(r.stop_reason == "decided" for r in fresh)
             self._quietly(lambda: self._summary().add(pack, fresh, attempts, node_id,
                                                       supersedes=again))
-            self._quietly(lambda: self.store.merge_tiers(self.sweep),
+            self._quietly(self._merges().after_pack,
                           "could not merge the sweep's files (readers open more of them)")
         for r in fresh:
             if r.trial_id in self.retried:  # its new row replaces the failed one
@@ -271,6 +275,13 @@ class Recorder:
                 self.progress.done += 1
         self.progress.update()
         self.write_progress(force=True)
+
+    def _merges(self):
+        if self.merges is None:
+            from sweeper.results.merging import DriverMerges
+
+            self.merges = DriverMerges(self.store, self.sweep)
+        return self.merges
 
     def _summary(self):
         if self.summary is None:

@@ -41,22 +41,12 @@ STRICT_HELP = ("refuse a value the task trains as another (c = 0.25 at task.leng
                "1/3) instead of noting it")
 
 
-def _warn_if_refused(plan, store) -> None:
-    """`plan` says so when `run` would refuse the file (a changed configuration)."""
+def _refuse_as_run_would(plan, store, extend: bool) -> None:
+    """`plan` refuses what `run` would (one line, exit 2): a damaged manifest, a changed
+    configuration without --extend (`sweeper.identity.check_same_study`)."""
     from sweeper.identity import check_same_study
-    from sweeper.results.reading import DamagedManifest
 
-    sweep = plan.sweep
-    try:
-        previous = store.read_manifest(sweep.name)
-    except DamagedManifest as exc:
-        print(f"warning: `sweeper run` will refuse this sweep: {exc}", file=sys.stderr)
-        return
-    try:
-        check_same_study(sweep, plan.identity, previous, extend=False)
-    except SweeperInputError as exc:
-        print(f"warning: `sweeper run` will refuse this file without --extend: {exc}",
-              file=sys.stderr)
+    check_same_study(plan.sweep, plan.identity, store.read_manifest(plan.sweep.name), extend)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -75,7 +65,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from sweeper.admission import admit_here
 
         budget = admit_here(sweep, plan.specs, args.pack_size or sweep.pack_size)
-    _warn_if_refused(plan, store)
+    _refuse_as_run_would(plan, store, args.extend)
     from sweeper.admission import calibration_warnings, power_notes, resolution_warnings
 
     for warning in [*realised, *resolution_warnings(sweep),
@@ -306,6 +296,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "seconds)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--strict", action="store_true", help=STRICT_HELP)
+    p.add_argument("--extend", action="store_true",
+                   help="plan trials of a changed configuration under the sweep's name, as "
+                        "run --extend (without it, plan refuses what run would)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", help="run a sweep (embedded local Ray unless --address)")

@@ -106,9 +106,14 @@ def fake_result(spec: TrialSpec, steps: Sequence[int] = TINY_STEPS, status: str 
         values = [round(0.1 * (i + 1) + 0.01 * k + offset, 6) for k, _ in enumerate(steps)]
         trajectory[metric.name] = ([[v] * heads for v in values] if metric.per_item
                                    else values)
-    outcomes = derive_outcomes(spec.family.name, trajectory,
-                               classes=spec.task_params.get("classes"))
-    return TrialResult(spec, status, trajectory, outcomes, 0.5, error, host="testhost")
+    key = (spec.family.name, heads, spec.task_params.get("classes"), tuple(steps), offset)
+    if key not in _FAKE_OUTCOMES:  # one trajectory per key: its outcomes derived once
+        _FAKE_OUTCOMES[key] = derive_outcomes(spec.family.name, trajectory, classes=key[2])
+    return TrialResult(spec, status, trajectory, dict(_FAKE_OUTCOMES[key]), 0.5, error,
+                       host="testhost")
+
+
+_FAKE_OUTCOMES: dict[tuple, dict] = {}
 
 
 def fake_results(specs: Iterable[TrialSpec], **kw: Any) -> list[TrialResult]:

@@ -175,3 +175,37 @@ def test_phase_reads_stored_outcomes_when_they_are_current_and_draws_the_same(tm
                                       outcome="attention_learned", bins=None)
     columns = ["p", "n", "state"]
     assert stored.cells[columns].equals(recomputed.cells[columns])
+
+
+def test_a_drivers_large_merges_run_in_a_child_and_store_every_trial_once(tmp_path):
+    """The driver merges the small size classes itself and leaves the large ones to a child
+    process (`sweeper.results.merging`): here the classes from 2 on (a pack of 16 trials of
+    3 logged steps is 64 rows: class 2). A class-3 file can only be the child's; every trial
+    is stored once and each class keeps fewer than the fan-out of files."""
+    import io
+
+    import yaml
+    from sweep_helpers import TINY, fake_results, variant
+
+    from sweeper.plan import expand
+    from sweeper.recording import Progress, Recorder
+    from sweeper.results.merging import DriverMerges
+    from sweeper.results.store import MERGE_FANOUT
+    from sweeper.search_space import parse_sweep
+
+    sweep = parse_sweep(yaml.safe_dump(variant(TINY, name="s", seeds=256)))
+    specs = expand(sweep)
+    store = Store.open(str(tmp_path))
+    recorder = Recorder(store, "s", Progress(None, stream=io.StringIO()))
+    recorder.merges = DriverMerges(store, "s", child_class=2)
+    for k in range(0, len(specs), 16):
+        pack = specs[k:k + 16]
+        recorder.finished(pack, fake_results(pack))
+    recorder.close()
+    assert "warning" not in recorder.progress.stream.getvalue()
+    trials = store.read("s", "trials").column("trial_id").to_pylist()
+    assert sorted(trials) == sorted(s.trial_id for s in specs)
+    sizes = store._sizes("s", store.scan("s"))
+    classes = [size_class(rows) for rows in sizes.values()]
+    assert max(classes) >= 3, sizes  # the child merged class-2 files
+    assert all(classes.count(c) < MERGE_FANOUT for c in set(classes)), sizes

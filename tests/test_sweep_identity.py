@@ -158,11 +158,14 @@ def test_a_changed_configuration_under_the_same_name_is_refused_unless_extended(
     # every version that has run is accepted again, without --extend
     assert cli_subprocess(["run", first, "--results", results, "--executor",
                            "local"]).returncode == 0
-    # plan says when run would refuse
+    # plan refuses what run would refuse, and plans it with --extend
     third = write_sweep(tmp_path / "d.yaml", {**TINY, "fixed": {**TINY["fixed"],
                                                                  "model": {"width": 16}}})
     planned = cli_subprocess(["plan", third, "--results", results, "--no-estimate"])
-    assert planned.returncode == 0 and "will refuse this file without --extend" in planned.stderr
+    assert planned.returncode == 2 and planned.stderr.count("\n") == 1, planned.stderr
+    assert "--extend to add these trials" in planned.stderr
+    extended = cli_subprocess(["plan", third, "--results", results, "--no-estimate", "--extend"])
+    assert extended.returncode == 0, extended.stderr
 
 
 # -- overrides and JSON ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from sweeper.results.conformance import Footer, read_as
 from sweeper.results.layout import COMPACT_PREFIX, STUDY_FILE, part_name
 from sweeper.results.reading import (
     current_names,
+    list_folder,
     part_files,
     read_manifest,
     to_frame,
@@ -556,7 +557,7 @@ class SweepView:
         a compacted file's trials keep their order in it)."""
         if "pack_id" not in trials.columns or trials.empty:
             return trials
-        infos = self.fs.get_file_info(pafs.FileSelector(f"{self.folder}/trials"))
+        infos = list_folder(self.fs, f"{self.folder}/trials")
         when = {i.base_name: i.mtime_ns or 0 for i in infos}
         at = trials["pack_id"].map(lambda p: when.get(part_name(p), math.inf)
                                    if isinstance(p, str) else math.inf)

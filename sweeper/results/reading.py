@@ -6,7 +6,7 @@ file replaces, and a table under today's column names, for the store, the cell s
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from sweeper.results.errors import ResultsInputError
+from sweeper.results.errors import ResultsInputError, shown
 from sweeper.results.layout import is_part
 from sweeper.results.schema import LEGACY_COLUMNS
 
@@ -48,11 +48,23 @@ def _is_dir(fs: pafs.FileSystem, path: str) -> bool:
     return fs.get_file_info(path).type == pafs.FileType.Directory
 
 
+def list_folder(fs: pafs.FileSystem, directory: str) -> list[pafs.FileInfo]:
+    """What a store's folder holds (nothing when it does not exist): the one listing every
+    reader and writer makes, so that a file where a folder of the store should be (a damaged
+    or hand-edited store) is one line naming it, not a traceback in whichever command met it."""
+    try:
+        return fs.get_file_info(pafs.FileSelector(directory, allow_not_found=True))
+    except NotADirectoryError:
+        raise ResultsInputError(f"{directory}: a file where the store keeps a folder; allowed: "
+                                "a folder (move the file away; the rest of the store is "
+                                "read as it is)") from None
+
+
 def list_sweeps(fs: pafs.FileSystem, root: str) -> list[str]:
     """The sweep folders under a results root: those holding a trials/ folder, sorted."""
     if not _is_dir(fs, root):
         return []
-    infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    infos = list_folder(fs, root)
     return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory
                   and _is_dir(fs, f"{root}/{i.base_name}/trials"))
 
@@ -60,8 +72,7 @@ def list_sweeps(fs: pafs.FileSystem, root: str) -> list[str]:
 def part_files(fs: pafs.FileSystem, directory: str) -> dict[str, int]:
     """The `part-*.parquet` files of a table's folder (name -> size): what the commit rule
     chooses from; temporary and hidden files are never read."""
-    selector = pafs.FileSelector(directory, allow_not_found=True)
-    return {info.base_name: info.size for info in fs.get_file_info(selector)
+    return {info.base_name: info.size for info in list_folder(fs, directory)
             if info.type == pafs.FileType.File and is_part(info.base_name)}
 
 
@@ -70,14 +81,16 @@ _JSON_NAMES = {list: "list", str: "string", int: "number", float: "number", bool
 
 
 class DamagedManifest(ResultsInputError):
-    """A manifest.json that is not a JSON object (not JSON, or `[1, 2]`, `"x"`, `null`)."""
+    """A manifest.json that is not a JSON object (not JSON, or `[1, 2]`, `"x"`, `null`), or
+    whose fields are not of their kinds (`MANIFEST_FIELDS`)."""
 
 
 def read_manifest(fs: pafs.FileSystem, folder: str, *, reader: bool = False
                   ) -> dict[str, Any] | None:
     """A sweep folder's manifest.json, or None when it has none.
 
-    A damaged one (not a JSON object) is refused in one line (`DamagedManifest`) where it is
+    A damaged one (not a JSON object, or a field of another kind) is refused in one line
+    (`DamagedManifest`) where it is
     needed to write: it holds the identity that keeps another configuration out of the sweep,
     so replacing it is the user's decision, never a run's. A reader (reader=True) needs it for
     nothing but labels: it warns in one line and reads the results without it ({}).
@@ -87,15 +100,58 @@ def read_manifest(fs: pafs.FileSystem, folder: str, *, reader: bool = False
         return None
     with fs.open_input_stream(path) as f:
         manifest, why = _json_object(f.read())
-    if manifest is not None:
+    wrong = _wrong_fields(manifest) if manifest is not None else []
+    if manifest is not None and not wrong:
         return manifest
+    if manifest is not None:  # a JSON object with a field of the wrong kind
+        if reader:
+            warn(f"skipping damaged fields of {path} ({wrong[0]}); the results are read "
+                 "without them")
+            return {k: v for k, v in manifest.items()
+                    if k not in {w.split(":")[0] for w in wrong}}
+        why = wrong[0]
     if reader:
         warn(f"skipping damaged manifest {path} ({why}); the results are read without it, and "
              "`sweeper run` refuses the sweep until it is moved aside")
         return {}
-    raise DamagedManifest(f"{path}: not a JSON object ({why}); allowed: the manifest sweeper "
+    raise DamagedManifest(f"{path}: damaged ({why}); allowed: the manifest sweeper "
                           f"writes: move it aside (into {folder}/{QUARANTINE}/) and run again, "
                           "which writes it anew from the sweep file")
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _list_of(kind: type) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, list) and all(isinstance(i, kind) for i in v)
+
+
+# What each field the runner writes holds (`sweeper.runner`): a field of another kind is
+# damage (a hand edit, another tool), refused where the manifest is needed to write and left
+# out by a reader. Fields not listed (a newer sweeper's) are kept as they are.
+MANIFEST_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    **{k: (lambda v: isinstance(v, str), "a string") for k in (
+        "sweep_file", "task", "model", "search", "outcome", "fingerprint", "sweep", "created",
+        "updated")},
+    **{k: (lambda v: v is None or isinstance(v, str), "a string or null")
+       for k in ("objective", "direction")},
+    **{k: (lambda v: isinstance(v, bool), "true or false")
+       for k in ("search_draws_cells", "search_samples_level_set", "search_adaptive")},
+    "trials_expanded": (_is_count, "a whole number >= 0"),
+    "schema_version": (_is_count, "a whole number >= 0"),
+    "axes": (_list_of(str), "a list of column names"),
+    "overrides": (_list_of(str), "a list of strings"),
+    "versions": (_list_of(dict), "a list of objects"),
+    "identity": (lambda v: isinstance(v, dict), "an object"),
+    "provenance": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+def _wrong_fields(manifest: Mapping[str, Any]) -> list[str]:
+    """'field: got ...; allowed: ...' for each known field of the wrong kind."""
+    return [f"{k}: got {shown(manifest[k])}; allowed: {what}"
+            for k, (ok, what) in MANIFEST_FIELDS.items() if k in manifest and not ok(manifest[k])]
 
 
 def _json_object(text: bytes) -> tuple[dict[str, Any] | None, str]:

@@ -61,6 +61,7 @@ from sweeper.results.reading import (
     MANIFEST_FILE,
     QUARANTINE,
     current_names,
+    list_folder,
     list_sweeps,
     open_uri,
     part_files,
@@ -316,6 +317,11 @@ class Store:
         object stores a single put does that instead."""
         return self.is_local
 
+    @property
+    def in_process(self) -> bool:
+        """Whether only this process can reach the store (memory://): no child works on it."""
+        return False
+
     def path(self, sweep: str, *parts: str) -> str:
         return "/".join([self.root, check_sweep_name(sweep), *parts])
 
@@ -512,8 +518,7 @@ class Store:
         for table in TABLES:
             stale = [self.path(sweep, table, name) for name in sorted(names[table]
                                                                       - set(chosen[table]))]
-            selector = pafs.FileSelector(self.path(sweep, table), allow_not_found=True)
-            stale += [info.path for info in self.fs.get_file_info(selector)
+            stale += [info.path for info in list_folder(self.fs, self.path(sweep, table))
                       if info.base_name.startswith(TEMP_PREFIX)]
             for path in stale:
                 self._delete(path)
@@ -525,6 +530,8 @@ class Store:
         line (ResultsWriteError)."""
         try:
             self.fs.delete_file(path)
+        except FileNotFoundError:
+            return  # gone already (another process's merge deleted it first)
         except (OSError, pa.ArrowException) as exc:
             raise could_not_write(path, exc, STORE_KEPT, "delete") from exc
 
@@ -566,7 +573,8 @@ class Store:
         return len(names), len(self.stored_ids(sweep))  # counted in the few files left
 
     def merge_tiers(self, sweep: str, grace_s: float = MERGE_GRACE_S,
-                    fanout: int = MERGE_FANOUT, max_rows: int = MERGE_MAX_ROWS) -> int:
+                    fanout: int = MERGE_FANOUT, max_rows: int = MERGE_MAX_ROWS,
+                    classes: range | None = None) -> int:
         """Keep a sweep cheap to read while it grows: its single writer calls this after each
         pack (under the sweep's lease), so a running sweep is always read at about the price
         of a compacted one. Files of one size class (rows, by powers of MERGE_FANOUT) are
@@ -575,12 +583,15 @@ class Store:
         reads more than MERGE_MAX_ROWS rows (its memory is bounded whatever N). A merge commits
         by the store's own rule (`_merge`); the files it replaced are deleted once it is
         `grace_s` old (`delete_replaced`): a reader that listed them before may still read
-        them, and never meets a file gone. Returns the merges made."""
+        them, and never meets a file gone. `classes`: only files of these size classes (two
+        processes that merge disjoint classes never merge one file twice: a merge's output is
+        of a higher class than its inputs; `sweeper.results.merging`). Returns the merges
+        made."""
         self.delete_replaced(sweep, grace_s)
         merges = 0
         while True:
             scan = self.scan(sweep)
-            group = tier_group(self._sizes(sweep, scan), fanout, max_rows)
+            group = tier_group(self._sizes(sweep, scan), fanout, max_rows, classes)
             if group is None:
                 return merges
             self._merge(sweep, scan, group)
@@ -660,8 +671,7 @@ class Store:
         seconds old, and a merged file only after the files it replaced are gone (so that
         they never count again). Temporary and orphaned files are `recover`'s: this runs
         beside a writer. Returns the paths deleted."""
-        infos = {t: {i.base_name: i for i in self.fs.get_file_info(
-            pafs.FileSelector(self.path(sweep, t), allow_not_found=True))
+        infos = {t: {i.base_name: i for i in list_folder(self.fs, self.path(sweep, t))
             if i.type == pafs.FileType.File and is_part(i.base_name)} for t in TABLES}
         trials = infos["trials"]
         replaced_by = {}
@@ -727,16 +737,17 @@ def size_class(rows: int, fanout: int = MERGE_FANOUT) -> int:
 
 
 def tier_group(sizes: Mapping[str, int], fanout: int = MERGE_FANOUT,
-               max_rows: int = MERGE_MAX_ROWS) -> list[str] | None:
-    """The next files to merge (names), or None: in the lowest size class that holds
-    `fanout` files, its smallest, as many (up to `fanout`) as fit in `max_rows` rows together.
-    A file over half of `max_rows` is whole and never merged again."""
+               max_rows: int = MERGE_MAX_ROWS, only: range | None = None) -> list[str] | None:
+    """The next files to merge (names), or None: in the lowest size class (of `only`, when
+    given) that holds `fanout` files, its smallest, as many (up to `fanout`) as fit in
+    `max_rows` rows together. A file over half of `max_rows` is whole and never merged
+    again."""
     classes: dict[int, list[str]] = {}
     for name, rows in sorted(sizes.items()):
         if 2 * rows <= max_rows:
             classes.setdefault(size_class(rows, fanout), []).append(name)
     for level in sorted(classes):
-        if len(classes[level]) < fanout:
+        if (only is not None and level not in only) or len(classes[level]) < fanout:
             continue
         group, total = [], 0
         for name in sorted(classes[level], key=lambda n: (sizes[n], n))[:fanout]:
@@ -864,6 +875,10 @@ class MemoryStore(Store):
 
     @property
     def renames_atomically(self) -> bool:
+        return True
+
+    @property
+    def in_process(self) -> bool:
         return True
 
     def __getstate__(self) -> dict:
