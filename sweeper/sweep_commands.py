@@ -41,12 +41,21 @@ STRICT_HELP = ("refuse a value the task trains as another (c = 0.25 at task.leng
                "1/3) instead of noting it")
 
 
-def _refuse_as_run_would(plan, store, extend: bool) -> None:
-    """`plan` refuses what `run` would (one line, exit 2): a damaged manifest, a changed
-    configuration without --extend (`sweeper.identity.check_same_study`)."""
+def _refuse_as_run_would(plan, store, args: argparse.Namespace) -> None:
+    """`plan` refuses what `run` would (one line, exit 2), in the order run checks it: a
+    results root this user cannot write, a damaged manifest, a changed configuration without
+    --extend (`sweeper.identity.check_same_study`), and what the executor cannot run (a GPU
+    this machine lacks, a pack larger than embedded Ray, a scheduler on the local executor:
+    `Executor.check`), without starting it."""
+    from sweeper.executors import make_executor
     from sweeper.identity import check_same_study
+    from sweeper.results.store import check_writable
 
-    check_same_study(plan.sweep, plan.identity, store.read_manifest(plan.sweep.name), extend)
+    check_writable(store)
+    check_same_study(plan.sweep, plan.identity, store.read_manifest(plan.sweep.name),
+                     args.extend)
+    make_executor(args.executor, address=args.address, num_cpus=args.num_cpus,
+                  results_shared=args.results_shared).check(plan.sweep, store)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -65,7 +74,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from sweeper.admission import admit_here
 
         budget = admit_here(sweep, plan.specs, args.pack_size or sweep.pack_size)
-    _refuse_as_run_would(plan, store, args.extend)
+    _refuse_as_run_would(plan, store, args)
     from sweeper.admission import calibration_warnings, power_notes, resolution_warnings
 
     for warning in [*realised, *resolution_warnings(sweep),
@@ -299,6 +308,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--extend", action="store_true",
                    help="plan trials of a changed configuration under the sweep's name, as "
                         "run --extend (without it, plan refuses what run would)")
+    p.add_argument("--results-shared", action="store_true",
+                   help="the local results path is a filesystem every node shares (as run's)")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", help="run a sweep (embedded local Ray unless --address)")

@@ -1052,3 +1052,50 @@ def test_a_results_path_past_the_systems_limits_is_one_line(case, command, tmp_p
     [line] = err.strip().splitlines()
     assert rc == 2 and ": error: --results:" in line and "allowed" in line, line
     assert sorted(box.rglob("*")) == before
+
+
+@pytest.mark.parametrize(("case", "argv", "words"), [
+    ("a GPU this machine lacks", ["--set", "resources.gpu=1"], "resources.gpu: got 1 per pack"),
+    ("a pack larger than embedded Ray", ["--set", "resources.cpu=2", "--num-cpus", "1"],
+     "resources.cpu: got 2 per pack"),
+    ("asha on the local executor", ["--set", "scheduler={type: asha, metric: loss, mode: min}",
+                                    "--executor", "local"], "runs on Ray Tune only"),
+    ("a local root on a cluster", ["--address", "127.0.0.1:1"], "on a Ray cluster"),
+])
+def test_plan_refuses_what_the_executor_would_refuse_in_the_same_line(case, argv, words,
+                                                                      tmp_path):
+    import torch
+
+    if case.startswith("a GPU") and torch.cuda.device_count():
+        pytest.skip("this machine has a GPU")
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    lines = {}
+    for command in ("plan", "run"):
+        extra = ["--no-estimate"] if command == "plan" else []
+        rc, _, err = cli([command, path, *argv, *extra, "--results", tmp_path / "r"])
+        [lines[command]] = err.strip().splitlines()
+        assert rc == 2 and words in lines[command], lines[command]
+    assert lines["plan"].split(": error: ")[1] == lines["run"].split(": error: ")[1]
+    assert not (tmp_path / "r").exists()
+
+
+def test_plan_and_run_refuse_a_folder_this_process_cannot_write_in_though_root(tmp_path):
+    import shutil
+    import subprocess
+
+    folder = tmp_path / "immutable"
+    folder.mkdir()
+    if shutil.which("chattr") is None or subprocess.run(
+            ["chattr", "+i", str(folder)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i needs root on a filesystem that supports it")
+    try:
+        path = tmp_path / "sweep.yaml"
+        path.write_text(yaml.safe_dump(BASE))
+        for command in (["plan", "--no-estimate"], ["run", "--executor", "local"]):
+            rc, _, err = cli([command[0], path, *command[1:], "--results", folder / "r"])
+            [line] = err.strip().splitlines()
+            assert rc == 1 and f"could not write in {folder}" in line, line
+        assert not list(folder.iterdir())
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)

@@ -822,6 +822,9 @@ def _check_path_limits(uri: str, root: str) -> None:
                                 f"{path_max:,}, less room for the sweep's own files)")
 
 
+MIN_FREE_BYTES = 64 << 10  # a results folder with less free space than this is full
+
+
 def check_writable(store: Store) -> None:
     """Before a run writes anything: a local results folder (or its nearest existing parent)
     must be a folder (not under /proc, /sys, /dev: an input error, exit 2) that this user can
@@ -842,6 +845,20 @@ def check_writable(store: Store) -> None:
         code = errno.EROFS if os.statvfs(probe).f_flag & os.ST_RDONLY else errno.EACCES
         raise could_not_write(probe, OSError(code, os.strerror(code)), NOTHING_WRITTEN,
                               "write in")
+    stats = os.statvfs(probe)
+    if stats.f_bavail * stats.f_frsize < MIN_FREE_BYTES:  # a full disk: before any write
+        raise could_not_write(probe, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+                              NOTHING_WRITTEN, "write in")
+    # what permissions do not tell (root on an immutable folder, an ACL, a FUSE mount): a
+    # file made and removed at once, so that a refusal comes before the lease, not after
+    test = os.path.join(probe, f".sweeper-writable-{os.getpid()}")
+    try:
+        os.close(os.open(test, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        os.unlink(test)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise could_not_write(probe, exc, NOTHING_WRITTEN, "write in") from None
 
 
 class FileStore(Store):
