@@ -11,7 +11,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from sweep_helpers import TINY, cli_subprocess, mounted, parquet_files, unmount, write_sweep
+from sweep_helpers import (
+    TINY,
+    TINY_STEPS,
+    cli_subprocess,
+    mounted,
+    parquet_files,
+    unmount,
+    write_sweep,
+)
 
 from sweeper.results import Store
 
@@ -106,6 +114,14 @@ def test_run_quarantines_a_damaged_file_and_trains_its_pack_again(sweep_results,
     store = Store.open(str(results))
     assert len(store.stored_ids("tiny")) == 4
     assert sum(pq_rows(p) for p in parquet_files(results, "tiny", "trajectories")) == 4 * 3
+    # the pack damaged again after it trained again (under its name): both copies are kept
+    first = (results / "tiny" / "quarantine" / table / victim.name).read_bytes()
+    assert victim.exists()  # trained again, stored under the same name
+    victim.write_bytes(b"damaged again")
+    proc = cli_subprocess(["run", path, "--results", results, "--executor", "local"])
+    assert proc.returncode == 0, proc.stderr
+    kept = sorted((results / "tiny" / "quarantine" / table).iterdir())
+    assert [k.read_bytes() for k in kept] == [first, b"damaged again"], kept
     compact = cli_subprocess(["compact", "tiny", "--results", results])
     assert compact.returncode == 0 and "Traceback" not in compact.stderr
 
@@ -147,3 +163,33 @@ def test_a_full_disk_is_one_line_keeps_what_was_stored_and_the_same_command_resu
     trials = pd.concat(pd.read_parquet(f) for f in parquet_files(results, "tiny", "trials"))
     assert len(trials) == 16 and trials["trial_id"].is_unique
     assert set(Store.open(str(results)).done_ids("tiny")) == set(trials["trial_id"])
+
+
+@pytest.mark.parametrize("command", ["run", "compact"])
+def test_two_folders_of_one_sweep_put_together_count_each_trial_once(tmp_path, command):
+    """Each trial trained once in each folder, the files of one copied into the other: readers
+    count each id once, and a run or compaction merges the files that hold ids twice into one
+    pair keeping the first copy of each (the store's own rule), with its own trajectory."""
+    import shutil
+
+    from sweep_helpers import variant
+
+    sweep = write_sweep(tmp_path / "s.yaml", variant(TINY, name="s"))
+    for root, extra in (("a", []), ("b", ["--pack-size", "1"])):
+        done = cli_subprocess(["run", sweep, "--results", tmp_path / root, "--executor",
+                               "local", *extra])
+        assert done.returncode == 0, done.stderr
+    for table in ("trials", "trajectories"):
+        for path in (tmp_path / "b" / "s" / table).glob("part-*.parquet"):
+            shutil.copy(path, tmp_path / "a" / "s" / table)
+    status = cli_subprocess(["status", sweep, "--results", tmp_path / "a", "--json"])
+    assert status.returncode == 0 and '"done": 4' in status.stdout, status.stdout
+    argv = ([command, sweep, "--results", tmp_path / "a"]
+            + (["--executor", "local"] if command == "run" else []))
+    done = cli_subprocess(argv)
+    assert done.returncode == 0 and "4 trial ids stored twice" in done.stderr, done.stderr
+    store = Store.open(str(tmp_path / "a"))
+    trials = store.read("s", "trials").to_pandas()
+    assert len(trials) == 4 and trials["trial_id"].is_unique
+    steps = store.read("s", "trajectories").to_pandas().groupby("trial_id").size()
+    assert (steps == len(TINY_STEPS)).all() and len(steps) == 4

@@ -498,12 +498,18 @@ class Store:
                                   table.column("status").to_pylist()) if s != "failed"}
 
     def status_counts(self, sweep: str) -> dict[str, int]:
-        table = self.read(sweep, "trials", columns=["status"])
+        """Trials per status, each trial id once (a store with ids stored twice, before the
+        next run or compaction merges them: `_merge_duplicates`)."""
+        table = self.read(sweep, "trials", columns=["trial_id", "status"])
         if table is None:
             return {}
         counts: dict[str, int] = {}
-        for s in table.column("status").to_pylist():
-            counts[s] = counts.get(s, 0) + 1
+        seen: set[str] = set()
+        for trial, s in zip(table.column("trial_id").to_pylist(),
+                            table.column("status").to_pylist(), strict=True):
+            if trial not in seen:
+                seen.add(trial)
+                counts[s] = counts.get(s, 0) + 1
         return counts
 
     # maintenance ---------------------------------------------------------------------------
@@ -523,7 +529,32 @@ class Store:
             for path in stale:
                 self._delete(path)
                 removed.append(path)
+        self._merge_duplicates(sweep)
         return removed
+
+    def _merge_duplicates(self, sweep: str) -> None:
+        """Trial ids stored in two committed files (two results folders of one sweep copied
+        into one: each trial trained once in each) are resolved by the store's own rule: the
+        files that hold them are merged into one pair that keeps the first copy of each id (by
+        file name) and replaces them all, so no row is lost and none counts twice. Said in one
+        warning line."""
+        scan = self.scan(sweep)
+        if len(scan.files["trials"]) < 2:
+            return
+        ids = self._dataset(scan, "trials").to_table(
+            columns=["trial_id"], filter=without_superseded(scan.superseded))
+        if len(ids) == len(pc.unique(ids.column("trial_id"))):
+            return
+        counts = pc.value_counts(ids.column("trial_id"))
+        twice = {v.as_py() for v, n in zip(counts.field("values"), counts.field("counts"))
+                 if n.as_py() > 1}
+        names = [path.rsplit("/", 1)[1] for path in scan.files["trials"]
+                 if twice & set(pq.read_table(path, columns=["trial_id"], filesystem=self.fs)
+                                .column("trial_id").to_pylist())]
+        self._merge(sweep, scan, sorted(names), dedupe=True)
+        warn(f"sweep {sweep}: {len(twice)} trial id{'s' if len(twice) != 1 else ''} stored "
+             f"twice (two results folders of one sweep put together?); their {len(names)} "
+             "files merged, keeping the first copy of each")
 
     def _delete(self, path: str) -> None:
         """Delete a file of the store; one that cannot be deleted (a read-only folder) is one
@@ -534,6 +565,16 @@ class Store:
             return  # gone already (another process's merge deleted it first)
         except (OSError, pa.ArrowException) as exc:
             raise could_not_write(path, exc, STORE_KEPT, "delete") from exc
+
+    def _quarantine_path(self, sweep: str, table: str, name: str) -> str:
+        """Where a damaged file goes: quarantine/TABLE/NAME, or NAME.2, NAME.3, ... when a
+        copy is there already (a pack damaged again after it trained again): every copy kept."""
+        path = self.path(sweep, QUARANTINE, table, name)
+        copy = 1
+        while self.fs.get_file_info(path).type != pafs.FileType.NotFound:
+            copy += 1
+            path = self.path(sweep, QUARANTINE, table, f"{name}.{copy}")
+        return path
 
     def _quarantine(self, sweep: str) -> list[str]:
         scan = scan_folder(self.fs, self.path(sweep), self._checked)
@@ -546,7 +587,7 @@ class Store:
                     continue
                 try:
                     self.fs.create_dir(self.path(sweep, QUARANTINE, table), recursive=True)
-                    self.fs.move(source, self.path(sweep, QUARANTINE, table, name))
+                    self.fs.move(source, self._quarantine_path(sweep, table, name))
                 except (OSError, pa.ArrowException) as exc:
                     raise could_not_write(source, exc, STORE_KEPT, "move aside") from exc
                 moved.append(source)
@@ -608,7 +649,7 @@ class Store:
         return sizes
 
     def _merge(self, sweep: str, scan: FolderScan, names: Sequence[str],
-               row_groups: int | None = None) -> str:
+               row_groups: int | None = None, dedupe: bool = False) -> str:
         """Merge committed pairs into one, committed by the rule every reader keeps: the merged
         trajectories, then the merged trials file, whose metadata names the files it replaces
         (`replaces`: from then on they do not count), the packs whose rows it holds (`packs`:
@@ -617,15 +658,18 @@ class Store:
         trials_paths = [self.path(sweep, "trials", n) for n in names]
         traj_paths = [p for n in names if (p := self.path(sweep, "trajectories", n))
                       in scan.footers]
-        trials = self._dataset(scan, "trials", trials_paths).to_table(
-            filter=without_superseded(scan.superseded))
+        if dedupe:  # `_merge_duplicates`: each id's first copy, its own trajectory with it
+            trials, trajectories = self._first_copies(sweep, scan, names)
+        else:
+            trials = self._dataset(scan, "trials", trials_paths).to_table(
+                filter=without_superseded(scan.superseded))
+            trajectories = (self._dataset(scan, "trajectories", traj_paths).to_table()
+                            if traj_paths else pa.table({"trial_id": pa.array([], pa.string()),
+                                                         "step": pa.array([], pa.int64())}))
         trials = current_names(trials).sort_by("trial_id")
         ids = trials.column("trial_id")
-        if len(ids) != len(pc.unique(ids)):
+        if len(ids) != len(pc.unique(ids)):  # duplicates are `recover`'s (_merge_duplicates)
             raise RuntimeError(f"sweep {sweep}: duplicate trial ids in files to merge")
-        trajectories = (self._dataset(scan, "trajectories", traj_paths).to_table()
-                        if traj_paths else pa.table({"trial_id": pa.array([], pa.string()),
-                                                     "step": pa.array([], pa.int64())}))
         trajectories = trajectories.sort_by([("trial_id", "ascending"), ("step", "ascending")])
         metadata = [scan.footers[p].schema.metadata or {} for p in trials_paths]
         superseded = sorted({i for m in metadata
@@ -647,6 +691,30 @@ class Store:
         self._put_pair(sweep, name, trajectories, trials, extra,
                        {"replaces": extra["replaces"]}, group_rows)
         return name
+
+    def _first_copies(self, sweep: str, scan: FolderScan, names: Sequence[str]
+                      ) -> tuple[pa.Table, pa.Table]:
+        """The rows of files `names` (in that order) with each trial id once: its first file's
+        trials row and that file's trajectory rows of it."""
+        seen: set[str] = set()
+        trials, trajectories = [], []
+        for name in names:
+            path = self.path(sweep, "trials", name)
+            rows = self._dataset(scan, "trials", [path]).to_table(
+                filter=without_superseded(scan.superseded))
+            keep = [i not in seen for i in rows.column("trial_id").to_pylist()]
+            rows = rows.filter(pa.array(keep, pa.bool_()))
+            fresh = rows.column("trial_id")
+            seen.update(fresh.to_pylist())
+            trials.append(rows)
+            traj_path = self.path(sweep, "trajectories", name)
+            if traj_path in scan.footers:
+                traj = self._dataset(scan, "trajectories", [traj_path]).to_table()
+                trajectories.append(traj.filter(pc.is_in(traj.column("trial_id"), fresh)))
+        empty = pa.table({"trial_id": pa.array([], pa.string()), "step": pa.array([], pa.int64())})
+        return (pa.concat_tables(trials, promote_options="permissive"),
+                pa.concat_tables(trajectories, promote_options="permissive")
+                if trajectories else empty)
 
     def taken_names(self, sweep: str) -> set[str]:
         """The trials file names a new pack may not take: those on disk (a failed pack retried
