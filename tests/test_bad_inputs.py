@@ -490,6 +490,37 @@ def test_a_results_root_that_does_not_answer_is_one_line_within_seconds(command,
     assert time.monotonic() - started < TIME_LIMIT_S
 
 
+@pytest.mark.parametrize("command", [["plan"], ["status"], ["run", "--executor", "local"]])
+def test_an_endpoint_that_accepts_and_never_answers_ends_the_process_within_seconds(
+        command, tmp_path):
+    """The whole process, its exit included: pyarrow's S3 client retried such an endpoint
+    for ~100 s after the one line was printed."""
+    import socket
+    import subprocess
+    import sys
+
+    from sweep_helpers import REPO, subprocess_env
+
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts (the kernel's backlog), mute
+    port = silent.getsockname()[1]
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    try:
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "sweeper.cli", command[0], str(path), *command[1:],
+             "--results", f"s3://bucket/x?endpoint_override=127.0.0.1:{port}&scheme=http"],
+            capture_output=True, text=True, cwd=REPO, timeout=120,
+            env=subprocess_env(SWEEPER_REMOTE_TIMEOUT_S="3", AWS_ACCESS_KEY_ID="k",
+                               AWS_SECRET_ACCESS_KEY="s"))
+        took = time.monotonic() - started
+    finally:
+        silent.close()
+    [line] = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and ": error: --results: " in line, line
+    assert took < TIME_LIMIT_S, took
+
+
 def test_a_results_root_whose_opening_hangs_is_refused_at_the_timeout(monkeypatch):
     """As gs:// does with no network (it waits for minutes): the probe is given up on."""
     from types import SimpleNamespace

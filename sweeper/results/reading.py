@@ -243,6 +243,7 @@ def open_uri(uri: str, timeout_s: float | None = None, field: str = "--results"
     def probe() -> None:
         try:
             fs, root = pafs.FileSystem.from_uri(uri)
+            fs = _with_deadlines(fs, uri, timeout_s)
             answer["opened"] = (fs, root.rstrip("/"), fs.get_file_info(root).type)
         except Exception as exc:  # noqa: BLE001 - told on the caller's thread
             answer["error"] = exc
@@ -267,6 +268,25 @@ def open_uri(uri: str, timeout_s: float | None = None, field: str = "--results"
         raise ResultsInputError(f"{field}: got {uri!r}, which is a file; allowed: a folder "
                                 "(existing or new)")
     return fs, root
+
+
+def _with_deadlines(fs: pafs.FileSystem, uri: str, timeout_s: float) -> pafs.FileSystem:
+    """An S3 filesystem whose every call has a deadline: connecting and each wait for data
+    at most `timeout_s` / 3, one retry (a throttled request is tried again). pyarrow's URI
+    takes no timeouts, and its defaults retry an endpoint that accepts and never answers for
+    ~100 s, in the caller's thread or at the process's exit: the same options (the URI's
+    query) on a filesystem built with them."""
+    if not isinstance(fs, pafs.S3FileSystem):
+        return fs
+    from urllib.parse import parse_qs, urlsplit
+
+    flags = ("allow_bucket_creation", "allow_bucket_deletion", "force_virtual_addressing")
+    options: dict[str, Any] = {}
+    for key, values in parse_qs(urlsplit(uri).query).items():
+        options[key] = values[-1].lower() in ("1", "true", "yes") if key in flags else values[-1]
+    wait = timeout_s / 3  # two attempts within the deadline, with room for the exit
+    return pafs.S3FileSystem(**options, connect_timeout=wait, request_timeout=wait,
+                             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=2))
 
 
 def _timeout_from_environment() -> float:

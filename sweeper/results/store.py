@@ -237,11 +237,19 @@ def s3_client(uri: str):
         import boto3
     except ImportError:  # pragma: no cover
         return None
+    from botocore.config import Config
+
+    from sweeper.results.reading import _timeout_from_environment
+
     query = {k: v[-1] for k, v in parse_qs(urlsplit(uri).query).items()}
     endpoint = query.get("endpoint_override")
     if endpoint and "://" not in endpoint:
         endpoint = f"{query.get('scheme', 'https')}://{endpoint}"
-    return boto3.client("s3", endpoint_url=endpoint, region_name=query.get("region"))
+    timeout = _timeout_from_environment()  # every call with a deadline (`open_uri`)
+    return boto3.client("s3", endpoint_url=endpoint, region_name=query.get("region"),
+                        config=Config(connect_timeout=timeout / 3,
+                                      read_timeout=timeout / 3,
+                                      retries={"max_attempts": 2, "mode": "standard"}))
 
 
 def _s3_put(uri: str):
