@@ -245,11 +245,13 @@ class S3Server:
     BAD_ROOT = b"CompleteMultipartUploadResponse"
     GOOD_ROOT = b"CompleteMultipartUploadResult"
 
-    def __init__(self) -> None:
+    def __init__(self, port: int | None = None) -> None:
+        """`port`: that one (a server started again where a stopped one was: moto keeps its
+        buckets in this process, so the objects are still there)."""
         from moto.server import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
-        self.port = free_port()
+        self.port = port or free_port()
         self.requests: list[tuple[str, str, str]] = []
         self._app = DomainDispatcherApplication(create_backend_app)
         self._server = make_server("127.0.0.1", self.port, self._wsgi, threaded=True)

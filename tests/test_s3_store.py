@@ -225,3 +225,53 @@ def test_an_s3_lease_that_cannot_be_written_is_one_line(s3, prefix):
     with pytest.raises(ResultsWriteError, match=r"could not write s3://no-such-bucket/.*"
                                                  r"lease\.json \(.*NoSuchBucket"):
         lease.acquire(store, SWEEP)
+
+
+def test_a_store_that_goes_away_mid_run_ends_it_in_one_line_and_the_run_resumes(tmp_path):
+    """The S3 server stopped after the first pack is stored: the driver ends with one error
+    line (and at most the lease's warning), no traceback; once the server is back, the same
+    command stores every trial once."""
+    import subprocess
+    import sys
+    import time
+
+    from sweep_helpers import REPO, SLOW, subprocess_env, wait_for
+
+    prefix = f"gone-{uuid.uuid4().hex[:8]}"
+    server = S3Server().__enter__()
+    port = server.port
+    try:
+        server.client().create_bucket(Bucket=BUCKET)
+    except server.client().exceptions.BucketAlreadyOwnedByYou:
+        pass  # moto's buckets live in this process: the module's server made it
+    uri = server.uri(BUCKET, prefix)
+    sweep_file = write_sweep(tmp_path / "slow.yaml", SLOW)
+    env = subprocess_env(SWEEPER_REMOTE_TIMEOUT_S="3", AWS_ACCESS_KEY_ID="testing",
+                         AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+                         AWS_EC2_METADATA_DISABLED="true")
+    argv = [sys.executable, "-m", "sweeper.cli", "run", str(sweep_file), "--results", uri,
+            "--executor", "local"]
+    driver = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=REPO, env=env)
+    try:
+        wait_for(lambda: any("/trials/part-" in k for k in _keys(server, prefix)), 120,
+                 "the first stored pack")
+        server.__exit__(None, None, None)
+        started = time.monotonic()
+        _, err = driver.communicate(timeout=120)
+        assert time.monotonic() - started < 60
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("[")]
+    assert driver.returncode == 1 and "Traceback" not in err, err
+    errors = [ln for ln in lines if ": error: " in ln]
+    assert len(errors) == 1 and all(ln.startswith(("warning:", "sweeper run: error:"))
+                                    for ln in lines[-3:]), err
+    with S3Server(port) as again:  # the same objects: moto keeps them in this process
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, env=env,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        trials = Store.open(again.uri(BUCKET, prefix)).read("slow", "trials")
+        ids = trials.column("trial_id").to_pylist()
+        assert len(ids) == 4 and len(set(ids)) == 4

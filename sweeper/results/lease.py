@@ -18,9 +18,10 @@ How each backend makes taking the lease atomic, and how a dead holder's lease is
   drivers ever hold two files.
 - **S3**: a conditional put. Taking: `If-None-Match: *` (only one create succeeds).
   Heartbeat: every HEARTBEAT_S the holder rewrites it with `If-Match: <its ETag>`. A lease whose
-  heartbeat is older than STALE_AFTER_S (its holder was killed) is taken over with `If-Match:
-  <the stale ETag>`, so of two drivers taking over one wins. A holder whose heartbeat write is
-  refused has lost the lease and says so.
+  heartbeat is older than STALE_AFTER_S (its holder was killed), or whose holder was a process
+  of this host that is gone (`_stale`: a run that ended while the store was unreachable could
+  not delete it), is taken over with `If-Match: <the stale ETag>`, so of two drivers taking
+  over one wins. A holder whose heartbeat write is refused has lost the lease and says so.
 - **In memory** (tests): a lock per lease, within the process.
 """
 
@@ -52,6 +53,23 @@ class LeaseHeld(ResultsInputError):
 
 class WaitStopped(Exception):
     """The caller's `stop` was set while it waited for the lease (a signal): nothing taken."""
+
+
+def _stale(holder: dict[str, Any]) -> bool:
+    """Whether a lease on an object store is no longer held: no heartbeat for STALE_AFTER_S,
+    or its driver was a process of this host that is gone (a run that ended while the store
+    was unreachable could not delete it: the next run here need not wait for the beat)."""
+    if time.time() - float(holder.get("heartbeat", 0)) >= STALE_AFTER_S:
+        return True
+    if holder.get("host") != socket.gethostname() or not isinstance(holder.get("pid"), int):
+        return False
+    try:
+        os.kill(holder["pid"], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: alive
+        return False
+    return False
 
 
 def _holder(token: str) -> dict[str, Any]:
@@ -135,8 +153,7 @@ def holder_of(store: Any, sweep: str) -> dict[str, Any] | None:
             holder = json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read() or b"{}")
         except (ClientError, BotoCoreError, ValueError):
             return None
-        fresh = time.time() - float(holder.get("heartbeat", 0)) < STALE_AFTER_S
-        return holder if fresh else None
+        return None if _stale(holder) else holder
     return None
 
 
@@ -304,6 +321,11 @@ def _s3(store: Any, sweep: str) -> Lease:
                     client.delete_object(Bucket=bucket, Key=key)
             except ClientError:
                 pass
+            except Exception as exc:  # noqa: BLE001 - a store gone away: the run's own error
+                # (a write that failed) is what the user must read, not this one's traceback
+                sys.stderr.write(f"warning: sweep {sweep}: could not release its lease "
+                                 f"({type(exc).__name__}); the next run here takes it over "
+                                 f"at once, elsewhere after {STALE_AFTER_S:g} s\n")
 
     return Lease(sweep, holder, took_over, release)
 
@@ -321,7 +343,7 @@ def _s3_take(client: Any, bucket: str, key: str, sweep: str,
             raise
     current = client.get_object(Bucket=bucket, Key=key)
     previous = json.loads(current["Body"].read() or b"{}")
-    if time.time() - float(previous.get("heartbeat", 0)) < STALE_AFTER_S:
+    if not _stale(previous):
         raise _held(sweep, previous)
     try:
         return client.put_object(Bucket=bucket, Key=key, Body=json.dumps(holder).encode(),
