@@ -62,11 +62,12 @@ sys.exit(main(sys.argv[1:]))
 
 def _run(program: list[str], sweep_file: Path, results: Path, *extra: str,
          stderr: IO[str] | int = subprocess.PIPE) -> subprocess.Popen:
-    """`sweeper run` in a child process (`program`: how Python starts it)."""
+    """`sweeper run` in a child process (`program`: how Python starts it), leading a process
+    group of its own (as under SLURM or systemd: a signal may go to the whole group)."""
     return subprocess.Popen([sys.executable, *program, "run", str(sweep_file), "--results",
                              str(results), "--num-cpus", "2", *extra],
                             stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO,
-                            env=subprocess_env())
+                            env=subprocess_env(), start_new_session=True)
 
 
 def _stored(results: Path, sweep: str) -> pd.DataFrame:
@@ -75,15 +76,23 @@ def _stored(results: Path, sweep: str) -> pd.DataFrame:
     return trials
 
 
+@pytest.mark.parametrize("to", ["driver", "group"])
 @pytest.mark.parametrize(("signum", "status"), SIGNALS)
 def test_a_signal_stores_the_running_packs_says_so_and_a_rerun_stores_the_rest_once(
-        tmp_path, ray_tmpdir, signum, status):
+        tmp_path, ray_tmpdir, signum, status, to):
+    """To the driver, or to its whole process group (SLURM's scancel, systemd, `kill --
+    -PGID`): Ray's processes have a session of their own, so its workers finish the pack."""
+    import os
+
     sweep, results = write_sweep(tmp_path / "slow.yaml", SLOW), tmp_path / "results"
     driver = _run(["-m", "sweeper.cli"], sweep, results)
     try:
         wait_for(lambda: running_packs(results, "slow"), RAY_START_S, "a running pack")
         running = running_packs(results, "slow")
-        driver.send_signal(signum)
+        if to == "group":
+            os.killpg(driver.pid, signum)  # its own group: it leads a session (`_run`)
+        else:
+            driver.send_signal(signum)
         out, err = driver.communicate(timeout=120)
     finally:
         driver.kill()

@@ -467,9 +467,10 @@ class RayTuneExecutor:
         logging.getLogger("ray.tune").setLevel(logging.ERROR)
         with _keeping_signal_handlers():
             if self.address is None:
-                ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False,
-                         _node_ip_address="127.0.0.1", configure_logging=False,
-                         log_to_driver=self.verbose)
+                with _ray_processes_in_their_own_session():
+                    ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False,
+                             _node_ip_address="127.0.0.1", configure_logging=False,
+                             log_to_driver=self.verbose)
             else:
                 ray.init(address=self.address, configure_logging=False,
                          log_to_driver=self.verbose)
@@ -540,6 +541,32 @@ class RayTuneExecutor:
 def round_packs(slots: int) -> int:
     """New packs one Tune run proposes, for `slots` packs at once (see ROUND_PACKS)."""
     return max(ROUND_PACKS, ROUND_PACKS_PER_SLOT * slots)
+
+
+@contextmanager
+def _ray_processes_in_their_own_session() -> Iterator[None]:
+    """Start the embedded Ray's processes (GCS, raylet, and through the raylet its workers) in
+    a session of their own, so that a signal to the driver's process group (SLURM's scancel,
+    `kill -TERM -- -PGID`, a terminal's Ctrl-C) reaches the driver only: it stops the run once
+    the running packs are stored (`sweeper.interrupts`), with the workers still alive to
+    finish them, and then stops Ray (`ray.shutdown`). Ray blocks SIGINT in them for the same
+    reason, but not SIGTERM: under a group SIGTERM they died first and the driver waited ~60 s
+    for its GCS, then exited 1 with the pack lost. They still end with the driver whatever
+    ends it: Ray shares their fate with it (the kernel's parent-death signal), and
+    `ray.shutdown` stops them by their ids."""
+    services = ray._private.services
+    popen = services.ConsolePopen
+
+    class SessionPopen(popen):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("start_new_session", True)
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = SessionPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen
 
 
 @contextmanager
