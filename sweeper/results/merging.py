@@ -2,15 +2,13 @@
 short-lived child process.
 
 A driver merges its sweep's files as it writes them (`Store.merge_tiers`), so that the store is
-read at the price of a compacted one while the sweep runs. Measured on a real tiny sweep of
-30,000 trials on embedded Ray (docs/scaling.md): with merges in the driver its resident memory
-grew ~3.5 KB a stored trial (516 MB at 9,400 trials, 579 at 27,000); with merges off it stayed
-flat (487 at 10,900, 497 at 24,800). What grows is memory the merges' reads, sorts and writes
-leave to the C allocator (glibc's mmap threshold fixed at 128 kB, or two arenas, did not
-change the slope). So the large merges, size classes from `CHILD_CLASS` on, run in a child
-process that ends after `CHILD_MERGES` of them and gives its memory back with it; the small
-ones (packs merged 8 by 8, then those by 8: the classes below it) stay in the driver, where a
-child's start (~1 s) would cost more than they do.
+read at the price of a compacted one while the sweep runs. The large merges (size classes from
+`CHILD_CLASS` on: up to MERGE_MAX_ROWS rows read, sorted and written at once) run in a child
+process that ends when they are made: the driver neither waits for them nor holds their
+working set, and what they leave to the C allocator goes back with the child. The small ones
+(packs merged 8 by 8, then those by 8: the classes below it) stay in the driver, where a child's
+start (~1 s) would cost more than they do. (What this does and does not change in the driver's
+resident memory over a long sweep: docs/scaling.md.)
 
 The two sides merge disjoint size classes (`Store.merge_tiers(classes=...)`): a merge's output
 has a higher class than its inputs, so no file is ever merged by both. The child runs beside
@@ -21,27 +19,30 @@ readers and a writer. A store only this process reaches (memory://) merges every
 
 from __future__ import annotations
 
-import multiprocessing
-import signal
-from concurrent.futures import Future, ProcessPoolExecutor
+import os
+import subprocess
+import sys
 
+from sweeper.results.errors import ResultsWriteError
 from sweeper.results.store import MERGE_FANOUT, MERGE_MAX_ROWS, Store, tier_group
 
 CHILD_CLASS = 5  # files of >= 8**5 = 32,768 rows (trials + trajectories) merge in the child
-CHILD_MERGES = 8  # merge jobs a child makes before it exits (and returns its memory)
 ALL_CLASSES = range(0, 64)
 
 
 class DriverMerges:
     """The merges of one sweep by its driver (`Recorder`): `after_pack` after each stored pack,
-    `close` at the run's end (it waits for the child's merge in flight)."""
+    `close` at the run's end (it waits for the child's merge in flight).
+
+    The child is `python -m sweeper.results.merging URI SWEEP CLASS`, a process of its own
+    (not multiprocessing's spawn, which imports the caller's main script again: a notebook's
+    or a script's `sweeper.run(...)` would run twice)."""
 
     def __init__(self, store: Store, sweep: str, child_class: int = CHILD_CLASS):
         self.store, self.sweep = store, sweep
         self.here = ALL_CLASSES if store.in_process else range(0, child_class)
         self.there = None if store.in_process else range(child_class, ALL_CLASSES.stop)
-        self._pool: ProcessPoolExecutor | None = None
-        self._job: Future | None = None
+        self._child: subprocess.Popen | None = None
 
     def after_pack(self) -> None:
         """Merge what is small here; start a child for what is large, unless one runs. Raises
@@ -51,37 +52,39 @@ class DriverMerges:
             return
         sizes = self.store._sizes(self.sweep, self.store.scan(self.sweep))
         if tier_group(sizes, MERGE_FANOUT, MERGE_MAX_ROWS, self.there) is not None:
-            self._job = self._children().submit(merge_large, self.store.uri, self.sweep,
-                                                self.there.start)
+            self._child = subprocess.Popen(
+                [sys.executable, "-m", "sweeper.results.merging", self.store.uri, self.sweep,
+                 str(self.there.start)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE, text=True, env=_child_environment())
 
-    def _finished(self) -> bool:
+    def _finished(self, wait: bool = False) -> bool:
         """Whether no child's merge is in flight; a finished one's failure is raised here."""
-        if self._job is None:
+        if self._child is None:
             return True
-        if not self._job.done():
+        if not wait and self._child.poll() is None:
             return False
-        job, self._job = self._job, None
-        job.result()
+        child, self._child = self._child, None
+        _, err = child.communicate()
+        if child.returncode != 0:
+            last = (err or "").strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
+            raise ResultsWriteError(f"a merge in a child process failed ({last[0][:300]})")
         return True
 
-    def _children(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                max_tasks_per_child=CHILD_MERGES, initializer=_ignore_interrupts)
-        return self._pool
-
     def close(self) -> None:
-        """Wait for the child's merge in flight (the run's end reads the store) and stop the
-        child; a merge that failed is raised (the caller warns)."""
-        try:
-            if self._job is not None:
-                self._job.result()
-        finally:
-            self._job = None
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
+        """Wait for the child's merge in flight (the run's end reads the store); a merge that
+        failed is raised (the caller warns)."""
+        self._finished(wait=True)
+
+
+def _child_environment() -> dict[str, str]:
+    """The driver's environment, with the folder sweeper is imported from first on the path
+    (a checkout run without installing it)."""
+    import sweeper
+
+    env = dict(os.environ)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(sweeper.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    return env
 
 
 def merge_large(uri: str, sweep: str, from_class: int) -> int:
@@ -92,7 +95,17 @@ def merge_large(uri: str, sweep: str, from_class: int) -> int:
     return Store.open(uri).merge_tiers(sweep, classes=range(from_class, ALL_CLASSES.stop))
 
 
-def _ignore_interrupts() -> None:
-    """A child leaves Ctrl-C to the driver (which stops the sweep and closes the pool); a
-    SIGTERM ends it where it is, which a merge survives (the commit rule)."""
+def main(argv: list[str]) -> int:
+    """`python -m sweeper.results.merging URI SWEEP CLASS` (the driver's child). It leaves
+    Ctrl-C to the driver (which stops the sweep and waits for it); a SIGTERM ends it where it
+    is, which a merge survives (the commit rule)."""
+    import signal
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    uri, sweep, from_class = argv
+    merge_large(uri, sweep, int(from_class))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
