@@ -211,7 +211,7 @@ class SweepResult:
 
 @python_arguments
 def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = None,
-        executor: str = "ray", address: str | None = None, num_cpus: int | None = None,
+        executor: str | None = None, address: str | None = None, num_cpus: int | None = None,
         pack_size: int | None = None, retries: int | None = None, device: str | None = None,
         results_shared: bool = False, verbose: bool = False, stream=None,
         wait: bool = False, extend: bool = False, sets: list[str] | None = None,
@@ -254,6 +254,8 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     plan = make_plan(spec, set())  # expanded once a run, up front: a bad cell fails before
     # anything is written
     realised = realised_notes(plan.specs, spec, strict)
+    executor, chosen = choose_executor(executor, spec, plan, store, address,
+                                       pack_size or spec.pack_size)
     runner = make_executor(executor, address=address, num_cpus=num_cpus,
                            results_shared=results_shared, verbose=verbose)
     from sweeper.results.store import check_writable
@@ -271,7 +273,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     runner.check(spec, store)  # before it starts and before anything is written
     notices = [*resolution_warnings(spec), *calibration_warnings(spec, plan.specs)]
     with stop_on_signals(stream) as stop, _lease(store, spec.name, wait, stream, stop):
-        for line in realised:  # admitted: said first, before a probe or Ray's start
+        for line in [*realised, chosen]:  # admitted: said first, before a probe or Ray
             _say(stream, line)
         store.recover(spec.name)  # damaged files moved aside (one line each) before any read
         if address is None:  # under the lease: a second driver is refused at once, not after
@@ -301,6 +303,26 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
                        summary["shared"], taken, estimated, summary.get("best_trial"),
                        summary["progress"], summary["decided"], objective,
                        spec.search.direction if objective else None)
+
+
+def choose_executor(executor: str | None, sweep, plan, store, address: str | None,
+                    pack_size: int | None) -> tuple[str, str | None]:
+    """The executor a run uses, and the line that says why when it was not named: Ray, unless
+    what is left to train is one pack on this machine (a grid or random sweep without an ASHA
+    scheduler), which trains in this process with nothing to start (Ray's start is ~10-15 s,
+    more than such a sweep trains). `sweeper plan` estimates with the same choice."""
+    if executor is not None:
+        return executor, None
+    if address is not None or sweep.scheduler is not None or plan.adaptive:
+        return "ray", None
+    from sweeper.packing import form_packs
+
+    pending = plan.with_stored(store.done_ids(sweep.name)).sharing.trainings
+    packs = form_packs(pending, pack_size, 1)
+    if len(packs) != 1:
+        return "ray", None
+    return "local", (f"one pack to train ({len(packs[0])} model{'s' if len(packs[0]) != 1 else ''}"
+                     "): training it in this process, no Ray to start (--executor ray for Ray)")
 
 
 def _estimate(spec, plan, store, executor: str, address: str | None, num_cpus: int | None,

@@ -74,10 +74,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from sweeper.admission import admit_here
 
         budget = admit_here(sweep, plan.specs, args.pack_size or sweep.pack_size)
+    from sweeper.api import choose_executor
+
+    args.executor, chosen = choose_executor(args.executor, sweep, plan, store, args.address,
+                                            args.pack_size or sweep.pack_size)
     _refuse_as_run_would(plan, store, args)
     from sweeper.admission import calibration_warnings, power_notes, resolution_warnings
 
-    for warning in [*realised, *resolution_warnings(sweep),
+    for warning in [*realised, *([chosen] if chosen else []), *resolution_warnings(sweep),
                     *calibration_warnings(sweep, plan.specs), *power_notes(sweep)]:
         print(warning, file=sys.stderr)  # on stderr: --json stays parseable
     from sweeper.estimate import estimate_for, parallelism
@@ -284,8 +288,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--results", help=f"results root (default: the file's, else {DEFAULT_RESULTS})")
     p.add_argument("--rows", type=int_argument(0, 1_000_000), default=10,
                    help="trials to list (default 10)")
-    p.add_argument("--executor", choices=EXECUTORS, default="ray",
-                   help="the executor the estimate is for, as run's --executor (default ray)")
+    p.add_argument("--executor", choices=EXECUTORS, default=None,
+                   help="the executor the estimate is for, as run's --executor (default: as "
+                        "run chooses it)")
     p.add_argument("--num-cpus", type=int_argument(1, MAX_CPUS),
                    help="CPUs of the embedded Ray, as run's --num-cpus (default: all)")
     p.add_argument("--workers", type=int_argument(1, MAX_CPUS),
@@ -329,8 +334,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--address", help="an existing Ray cluster (e.g. auto, or HEAD:6379)")
     p.add_argument("--pack-size", type=int_argument(1, MAX_PACK_SIZE),
                    help="specs per pack (default: automatic)")
-    p.add_argument("--executor", choices=EXECUTORS, default="ray",
-                   help="ray (Ray Tune) or local (in this process, no Ray)")
+    p.add_argument("--executor", choices=EXECUTORS, default=None,
+                   help="ray (Ray Tune) or local (in this process, no Ray); default: ray, or "
+                        "local when what is left to train is one pack (said in one line)")
     p.add_argument("--num-cpus", type=int_argument(1, MAX_CPUS),
                    help="CPUs of the embedded Ray (default: all)")
     p.add_argument("--workers", type=int_argument(1, MAX_CPUS),

@@ -23,13 +23,14 @@ def empty_cache(tmp_path, monkeypatch):
 
 def test_plan_answers_without_a_probe_unless_asked(tmp_path, empty_cache):
     path = write_sweep(tmp_path / "s.yaml", variant(budget={"steps": 20}))
-    rc, out, err = cli(["plan", path, "--results", tmp_path / "r"])
+    ray = ["--executor", "ray"]  # two slots: two packs (alone, one pack trains locally)
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "r", *ray])
     assert rc == 0 and "estimate: none yet" in out and "--probe" in out
     assert "timing a probe" not in err and not (empty_cache / "step_costs.json").exists()
-    rc, out, err = cli(["plan", path, "--results", tmp_path / "r", "--probe", "--json"])
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "r", "--probe", "--json", *ray])
     assert rc == 0 and json.loads(out)["estimate"]["seconds"] > 0
     assert err.count("estimate: timing a probe of 2 pack shapes (up to 2 models") == 1
-    rc, out, err = cli(["plan", path, "--results", tmp_path / "r"])  # now from the cache
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "r", *ray])  # from the cache
     assert rc == 0 and "kept from the last hour" in out and "timing a probe" not in err
 
 
@@ -89,3 +90,22 @@ def test_a_finished_study_that_proposed_a_cell_twice_has_nothing_pending(tmp_pat
     rc, out, err = cli(["status", path, "--results", tmp_path / "r", "--json"])
     status = json.loads(out)
     assert rc == 0 and status["pending"] == 0 and status["state"] == "finished", status
+
+
+def test_a_sweep_of_one_pack_trains_in_this_process_and_says_so(tmp_path, monkeypatch):
+    from sweeper.executors.ray_tune import RayTuneExecutor
+
+    def refuse(self):
+        raise AssertionError("Ray was started for one pack")
+
+    monkeypatch.setattr(RayTuneExecutor, "__enter__", refuse)
+    path = write_sweep(tmp_path / "one.yaml", variant(seeds=1, budget={"steps": 10}))
+    rc, out, err = cli(["run", path, "--results", tmp_path / "r", "--no-estimate"])
+    assert rc == 0 and err.count("one pack to train (2 models): training it in this "
+                                 "process") == 1, err
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "r2", "--no-estimate"])
+    assert rc == 0 and "one pack to train" in err
+    many = write_sweep(tmp_path / "many.yaml", variant(name="many", seeds=1, pack_size=1,
+                                                       budget={"steps": 10}))
+    with pytest.raises(AssertionError, match="Ray was started"):  # two packs: Ray, as before
+        cli(["run", many, "--results", tmp_path / "r", "--no-estimate"])
