@@ -255,7 +255,7 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
     # anything is written
     realised = realised_notes(plan.specs, spec, strict)
     executor, chosen = choose_executor(executor, spec, plan, store, address,
-                                       pack_size or spec.pack_size)
+                                       pack_size or spec.pack_size, num_cpus)
     runner = make_executor(executor, address=address, num_cpus=num_cpus,
                            results_shared=results_shared, verbose=verbose)
     from sweeper.results.store import check_writable
@@ -306,15 +306,19 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
 
 
 def choose_executor(executor: str | None, sweep, plan, store, address: str | None,
-                    pack_size: int | None) -> tuple[str, str | None]:
+                    pack_size: int | None, num_cpus: int | None = None
+                    ) -> tuple[str, str | None]:
     """The executor a run uses, and the line that says why when it was not named: Ray, unless
     what is left to train is one pack on this machine (a grid or random sweep without an ASHA
-    scheduler), which trains in this process with nothing to start (Ray's start is ~10-15 s,
-    more than such a sweep trains). `sweeper plan` estimates with the same choice."""
+    scheduler, GPUs or more CPUs than the machine has, and no Ray flag given), which trains in
+    this process with nothing to start (Ray's start is ~10-15 s, more than such a sweep
+    trains). `sweeper plan` estimates with the same choice."""
     if executor is not None:
         return executor, None
-    if address is not None or sweep.scheduler is not None or plan.adaptive:
-        return "ray", None
+    if (address is not None or num_cpus is not None or sweep.scheduler is not None
+            or plan.adaptive or sweep.resources["gpu"]
+            or sweep.resources["cpu"] > (os.cpu_count() or 1)):
+        return "ray", None  # what only Ray does, or what Ray's own checks refuse
     from sweeper.packing import form_packs
 
     pending = plan.with_stored(store.done_ids(sweep.name)).sharing.trainings

@@ -25,7 +25,7 @@ from sweeper.results.errors import (
     command_line,
     one_line,
 )
-from sweeper.results.location import check_results_root
+from sweeper.results.roots import check_results_root
 
 
 def _parse_sets(pairs: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -50,7 +50,7 @@ from sweeper.numbers import MAX_INTEGER_TEXT, MAX_SEED, check_float, shown
 from sweeper.registry import Entry, Param
 from sweeper.results import check_sweep_name
 from sweeper.results.errors import ResultsInputError
-from sweeper.results.location import check_results_root
+from sweeper.results.roots import check_results_root
 from sweeper.spec import TRAIN_ENTRY, check_device, make_spec
 from sweeper.sweep_fields import (
     MAX_CPUS,

@@ -77,7 +77,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from sweeper.api import choose_executor
 
     args.executor, chosen = choose_executor(args.executor, sweep, plan, store, args.address,
-                                            args.pack_size or sweep.pack_size)
+                                            args.pack_size or sweep.pack_size, args.num_cpus)
     _refuse_as_run_would(plan, store, args)
     from sweeper.admission import calibration_warnings, power_notes, resolution_warnings
 

@@ -577,8 +577,11 @@ def test_plan_for_a_cluster_skips_this_machines_checks_and_its_probe(tmp_path, m
     monkeypatch.setattr(sweeper.estimate, "measure_step_cost", lambda *a: pytest.fail("probe ran"))
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump({**HUGE, "device": "cuda"}))
-    rc, out, err = cli(["plan", path, "--results", tmp_path / "results", "--address", "auto"])
+    rc, out, err = cli(["plan", path, "--results", tmp_path / "results", "--address", "auto",
+                        "--results-shared"])  # (a local path on a cluster: as run, shared)
     assert rc == 0 and "4 trials" in out and "estimate" not in out, err
+    rc, _, err = cli(["plan", path, "--results", tmp_path / "results", "--address", "auto"])
+    assert rc == 2 and "on a Ray cluster" in err  # plan refuses what run would
 
 
 # -- the dashboard's parameters ----------------------------------------------------------------

@@ -16,56 +16,16 @@ reader that opens it (one connection, not two).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
 from sweeper.results.errors import ResultsInputError, shown
 from sweeper.results.layout import check_sweep_name
+from sweeper.results.roots import check_results_root
 
 DEFAULT_RESULTS = "results"  # where `sweeper run` stores sweeps unless told otherwise
 SWEEP_FILE_SUFFIXES = (".yaml", ".yml")
 SWEEP_FORMS = ("a sweep name (under --results, default results), RESULTS/SWEEP (a path or a "
                "URI such as s3://bucket/p/SWEEP), or the sweep file")
-
-
-# Where a results root may be (docs/data-model.md, "Results roots"): places that outlive the
-# process. memory:// is the Python API's in-process store (tests, a notebook's scratch); mock://
-# is pyarrow's test filesystem: neither keeps anything once the process ends.
-PERSISTENT_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
-IN_PROCESS_SCHEMES = ("memory", "mock")
-SECRET_QUERY_KEYS = ("access_key", "secret_key", "session_token", "credential",
-                     "access_token", "credentials")
-
-
-def check_results_root(root: object, where: str = "--results", *,
-                       in_process: bool = False) -> str:
-    """`root` if a results root may be there, else one line naming `where`: not empty, a
-    scheme that keeps what is stored (`in_process`: memory:// too, for the Python API), and no
-    credentials in it (userinfo, or pyarrow's access_key/secret_key query options): those come
-    from the environment only, and the refusal never prints them."""
-    allowed = ("a local path or a URI such as s3://bucket/prefix (schemes: "
-               + ", ".join(f"{s}://" for s in PERSISTENT_SCHEMES) + "; docs/data-model.md)")
-    if not isinstance(root, str) or not root.strip():
-        raise ResultsInputError(f"{where}: got {shown(root)}; allowed: {allowed}")
-    if "://" not in root:
-        return root
-    scheme, rest = root.split("://", 1)
-    scheme = scheme.lower()
-    if scheme not in PERSISTENT_SCHEMES and not (in_process and scheme == "memory"):
-        why = ("keeps nothing once this process ends" if scheme in IN_PROCESS_SCHEMES
-               else "is not a filesystem sweeper knows")
-        named = scheme if re.fullmatch(r"[a-z][a-z0-9+.-]{0,15}", scheme) else shown(scheme)
-        raise ResultsInputError(f"{where}: got a {named}:// root, which {why}; "
-                                f"allowed: {allowed}")
-    authority, _, query = rest.partition("?")
-    authority = authority.split("/", 1)[0]
-    keys = {part.split("=", 1)[0].lower() for part in query.split("&") if part}
-    if "@" in authority or keys & set(SECRET_QUERY_KEYS):
-        raise ResultsInputError(
-            f"{where}: got a URI with credentials in it (not shown); allowed: "
-            f"{scheme}://bucket/prefix, the credentials in the environment (AWS_ACCESS_KEY_ID "
-            "and AWS_SECRET_ACCESS_KEY for s3://; docs/data-model.md)")
-    return root
 
 
 @dataclass(frozen=True)

@@ -79,10 +79,8 @@ class DriverMerges:
 def _child_environment() -> dict[str, str]:
     """The driver's environment, with the folder sweeper is imported from first on the path
     (a checkout run without installing it)."""
-    import sweeper
-
-    env = dict(os.environ)
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(sweeper.__file__)))
+    env = dict(os.environ)  # sweeper/results/merging.py: three folders below the root
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     return env
 

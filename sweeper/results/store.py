@@ -54,7 +54,6 @@ from sweeper.results.layout import (
     pack_id,
     part_name,
 )
-from sweeper.results.location import check_results_root
 from sweeper.results.memfs import memory_filesystem
 from sweeper.results.provenance import provenance
 from sweeper.results.reading import (
@@ -72,6 +71,7 @@ from sweeper.results.reading import (
     warn_damaged,
 )
 from sweeper.results.records import Record, trajectories_table, trials_table
+from sweeper.results.roots import check_results_root
 from sweeper.results.schema import RUN_FIELDS, TABLE_SCHEMA_VERSION
 
 PACKS_KEY = b"sweeper.packs"  # a merged trials file's metadata: the packs whose rows it holds
