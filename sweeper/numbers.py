@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import math
 import numbers
+import struct
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -72,7 +73,7 @@ def check_float(value: Any, where: str, low: float | None = None, high: float | 
     is refused: torch's workers flush it to 0 (`torch.set_flush_denormal`), so it would train
     as 0 under another trial's id."""
     number = _real(value)
-    if number is not None and number != 0 and abs(number) < sys.float_info.min:
+    if number is not None and _subnormal(value):
         raise (error or _parameter_error())(
             f"{where}: got {shown(value)}, a subnormal number (trained as 0); allowed: 0 or a "
             f"magnitude of at least {sys.float_info.min:.1e}")
@@ -83,6 +84,17 @@ def check_float(value: Any, where: str, low: float | None = None, high: float | 
         text = allowed or ("a number " + bounds_text(low, high, low_open, high_open)).strip()
         raise (error or _parameter_error())(f"{where}: got {shown(value)}; allowed: {text}")
     return number
+
+
+def _subnormal(value: Any) -> bool:
+    """Whether `value` is a subnormal float, read from its bits: a process where torch has
+    trained has the CPU's flush-to-zero flags on, and there any float arithmetic (a
+    comparison, x + 0.0) sees a subnormal as 0."""
+    try:
+        bits = struct.unpack("<Q", struct.pack("<d", float(value)))[0]
+    except (OverflowError, TypeError, ValueError, struct.error):
+        return False
+    return (bits >> 52) & 0x7FF == 0 and bits & ((1 << 52) - 1) != 0
 
 
 def _parameter_error() -> type[Exception]:

@@ -47,15 +47,15 @@ def _refuse_as_run_would(plan, store, args: argparse.Namespace) -> None:
     --extend (`sweeper.identity.check_same_study`), and what the executor cannot run (a GPU
     this machine lacks, a pack larger than embedded Ray, a scheduler on the local executor:
     `Executor.check`), without starting it."""
-    from sweeper.executors import make_executor
+    from sweeper.executors.checks import check_executor
     from sweeper.identity import check_same_study
     from sweeper.results.store import check_writable
 
     check_writable(store)
     check_same_study(plan.sweep, plan.identity, store.read_manifest(plan.sweep.name),
                      args.extend)
-    make_executor(args.executor, address=args.address, num_cpus=args.num_cpus,
-                  results_shared=args.results_shared).check(plan.sweep, store)
+    check_executor(args.executor, plan.sweep, store, address=args.address,
+                   num_cpus=args.num_cpus, results_shared=args.results_shared)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -66,3 +66,17 @@ def test_every_stored_trial_is_the_trial_its_stored_configuration_names(tmp_path
         assert len(trials) >= 4
         for row in trials.to_dict("records"):
             assert spec_from_flat(row).trial_id == row["trial_id"], (sweep["name"], row)
+
+
+def test_a_subnormal_is_refused_after_torch_has_flushed_them(tmp_path):
+    """Training turns the CPU's flush-to-zero flags on for the process (a notebook that trained
+    and then plans): the rule reads the bits, which no float arithmetic there can see."""
+    import torch
+
+    value = float("4.9e-324")  # read before the flags: (after them, parsing gives 0 itself)
+    assert torch.set_flush_denormal(True)
+    try:
+        with pytest.raises(SweeperInputError, match="subnormal"):
+            make_spec("copy-v1", "seq2seq", {"hardness": value})
+    finally:
+        torch.set_flush_denormal(False)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sweeper.errors import SweeperInputError
 from sweeper.executors.base import PackSink, nothing_proposed, progress_reporter, store_step
+from sweeper.executors.checks import check_local
 from sweeper.workers import execute_pack_with_retries
 
 if TYPE_CHECKING:
@@ -22,13 +22,7 @@ class LocalExecutor:
         self.threads, self.retries = threads, retries
 
     def check(self, sweep: SweepFile, store: Store) -> None:
-        if sweep.scheduler is not None:
-            raise SweeperInputError("scheduler: early stopping (asha) runs on Ray Tune only; "
-                                    "allowed with --executor local: no scheduler key")
-        if sweep.device != "cpu":
-            from sweeper.devices import check_cuda_here
-
-            check_cuda_here(sweep.device)
+        check_local(sweep)
 
     def starting(self) -> None:
         return None  # nothing to start: it trains in this process

@@ -49,13 +49,13 @@ from ray import tune  # noqa: E402
 from ray.tune.search import Searcher  # noqa: E402
 
 from sweeper.cells import cell_specs  # noqa: E402
-from sweeper.errors import SweeperInputError  # noqa: E402
 from sweeper.executors.base import (  # noqa: E402
     PROGRESS_EVERY_S,
     PackSink,
     nothing_proposed,
     store_step,
 )
+from sweeper.executors.checks import check_ray  # noqa: E402
 from sweeper.results.words import count  # noqa: E402
 from sweeper.search_space import SweepFile  # noqa: E402
 from sweeper.spec import TrialResult, TrialSpec  # noqa: E402
@@ -429,32 +429,7 @@ class RayTuneExecutor:
         self.results_shared, self.verbose = results_shared, verbose
 
     def check(self, sweep: SweepFile, store) -> None:
-        """Packs train on this machine (embedded Ray): its CUDA device must exist, and one
-        pack's CPUs and GPUs must fit in it (else Ray keeps the pack pending for ever); on a
-        cluster (any --address: an autoscaling one may start with only its head) the workers'
-        hosts must reach the results, so a driver-local path needs --results-shared."""
-        if sweep.device != "cpu" and self.address is None:
-            from sweeper.devices import check_cuda_here
-
-            check_cuda_here(sweep.device)
-        cpus = self.num_cpus or os.cpu_count() or 1
-        if self.address is None and sweep.resources["cpu"] > cpus:
-            # Ray would keep the pack pending for ever: no node of this cluster can grow
-            raise SweeperInputError(f"resources.cpu: got {sweep.resources['cpu']:g} per pack; "
-                                    f"allowed: at most {cpus} (this machine's CPUs, or "
-                                    "--num-cpus) on embedded Ray")
-        if self.address is None and sweep.resources["gpu"]:
-            import torch
-
-            gpus = torch.cuda.device_count()
-            if sweep.resources["gpu"] > gpus:
-                raise SweeperInputError(f"resources.gpu: got {sweep.resources['gpu']:g} per "
-                                        f"pack; allowed: at most {gpus} (this machine's GPUs) "
-                                        "on embedded Ray")
-        if self.address is not None and store.is_local and not self.results_shared:
-            raise SweeperInputError(f"--results: got the local path {store.root!r} on a Ray "
-                                    "cluster; allowed: an object-store URI (s3://...) or a "
-                                    "shared filesystem marked with --results-shared")
+        check_ray(sweep, store, self.address, self.num_cpus, self.results_shared)
 
     def starting(self) -> str:
         if self.address is not None:
