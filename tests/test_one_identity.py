@@ -15,6 +15,15 @@ from sweeper.spec import make_spec, spec_from_flat
 SUBNORMALS = ("4.9e-324", "-4.9e-324", "1e-310", "2.2e-308")
 
 
+@pytest.fixture(autouse=True)
+def no_flush_to_zero():
+    """Training in this process (a test before) leaves the CPU's flush-to-zero flags on, and
+    then the text 4.9e-324 parses as 0 itself: each test here starts with them off."""
+    import torch
+
+    torch.set_flush_denormal(False)
+
+
 def test_minus_zero_is_zero_in_every_id():
     zero = make_spec("copy-v1", "seq2seq", {"hardness": 0.0, "cooccurrence": 0.0})
     minus = make_spec("copy-v1", "seq2seq", {"hardness": -0.0, "cooccurrence": -0.0})
@@ -73,7 +82,10 @@ def test_a_subnormal_is_refused_after_torch_has_flushed_them(tmp_path):
     and then plans): the rule reads the bits, which no float arithmetic there can see."""
     import torch
 
-    value = float("4.9e-324")  # read before the flags: (after them, parsing gives 0 itself)
+    import struct
+
+    value = struct.unpack("<d", (1).to_bytes(8, "little"))[0]  # 4.9e-324, from its bits (a
+    # text parsed where the flags are on is 0 already: training in this process sets them)
     assert torch.set_flush_denormal(True)
     try:
         with pytest.raises(SweeperInputError, match="subnormal"):
