@@ -80,9 +80,9 @@ def test_every_stored_trial_is_the_trial_its_stored_configuration_names(tmp_path
 def test_a_subnormal_is_refused_after_torch_has_flushed_them(tmp_path):
     """Training turns the CPU's flush-to-zero flags on for the process (a notebook that trained
     and then plans): the rule reads the bits, which no float arithmetic there can see."""
-    import torch
-
     import struct
+
+    import torch
 
     value = struct.unpack("<d", (1).to_bytes(8, "little"))[0]  # 4.9e-324, from its bits (a
     # text parsed where the flags are on is 0 already: training in this process sets them)
