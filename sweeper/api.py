@@ -316,13 +316,13 @@ def choose_executor(executor: str | None, sweep, plan, store, address: str | Non
     if executor is not None:
         return executor, None
     if (address is not None or num_cpus is not None or sweep.scheduler is not None
-            or plan.adaptive or sweep.resources["gpu"]
-            or sweep.resources["cpu"] > (os.cpu_count() or 1)):
-        return "ray", None  # what only Ray does, or what Ray's own checks refuse
+            or plan.adaptive or sweep.resources["gpu"] or sweep.resources["cpu"] > 1):
+        return "ray", None  # what only Ray does, or threads the local executor does not give
     from sweeper.packing import form_packs
 
     pending = plan.with_stored(store.done_ids(sweep.name)).sharing.trainings
-    packs = form_packs(pending, pack_size, 1)
+    slots = max(1, int((os.cpu_count() or 1) // sweep.resources["cpu"]))
+    packs = form_packs(pending, pack_size, slots)  # as Ray would cut them for its slots
     if len(packs) != 1:
         return "ray", None
     return "local", (f"one pack to train ({len(packs[0])} model{'s' if len(packs[0]) != 1 else ''}"

@@ -102,6 +102,10 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
             except KeyboardInterrupt:  # a second signal: abandoned, and said so in the file
                 recorder.close(interrupted=True)
                 raise
+            except BaseException:  # the merge child, if any, ends before the lease is given
+                if recorder.merges is not None:  # back (a next driver might merge its files)
+                    recorder.merges.close(quietly=True)
+                raise
         best = getattr(strategy, "best_trial", None)  # an Optuna study's best (before close)
         best_trial = best() if callable(best) else None
     finally:

@@ -310,7 +310,21 @@ LOST_ROOTS = ["", " ", "memory://x", "memory:///x", "mock:///x", "MOCK:///x", "f
 SECRET_ROOTS = [f"s3://KEY:{SECRET}@bucket/p", f"s3://{SECRET}@bucket/p",
                 f"gs://u:{SECRET}@bucket/p", f"s3://bucket/p?access_key=K&secret_key={SECRET}",
                 f"s3://bucket/p?endpoint_override=127.0.0.1:1&session_token={SECRET}",
-                f"hdfs://u:{SECRET}@namenode:8020/p", f"abfs://u:{SECRET}@account/p"]
+                f"hdfs://u:{SECRET}@namenode:8020/p", f"abfs://u:{SECRET}@account/p",
+                f"s3://AKIAX:ab/cd{SECRET}@bucket/p",  # a secret with '/' in it
+                f"s3://bucket/p?secret%5Fkey={SECRET}",  # a key name percent-encoded
+                f"abfs://c@account/p?client_secret={SECRET}",
+                f"abfs://c@account/p?account_key={SECRET}"]
+
+
+@pytest.mark.parametrize("root", ["abfs://container@account.dfs.core.windows.net/p",
+                                  "hdfs://user@namenode:8020/p", "s3://bucket/a@b/c",
+                                  "s3://bucket/p?endpoint_override=127.0.0.1:9000&scheme=http",
+                                  "file:///home/u@h/r", "relative/x@y"])
+def test_an_at_sign_that_names_no_secret_is_a_root(root):
+    from sweeper.results.roots import check_results_root
+
+    assert check_results_root(root) == root
 
 
 @pytest.mark.parametrize("where", ["flag", "file"])

@@ -193,3 +193,25 @@ def test_two_folders_of_one_sweep_put_together_count_each_trial_once(tmp_path, c
     assert len(trials) == 4 and trials["trial_id"].is_unique
     steps = store.read("s", "trajectories").to_pandas().groupby("trial_id").size()
     assert (steps == len(TINY_STEPS)).all() and len(steps) == 4
+
+
+def test_of_an_id_stored_twice_the_copy_kept_is_the_first_that_did_not_fail(tmp_path):
+    """Two folders put together where one copy of a trial failed: the merge keeps the good
+    one whatever the file names' order, and an id twice in one file is kept once."""
+    import yaml
+    from sweep_helpers import fake_results, variant
+
+    from sweeper.plan import expand
+    from sweeper.search_space import parse_sweep
+    from sweeper.spec import TrialResult
+
+    specs = expand(parse_sweep(yaml.safe_dump(variant(TINY, name="s"))))
+    store = Store.open(str(tmp_path))
+    good = fake_results(specs)
+    store.write_pack("s", [TrialResult.failed(specs[0], "boom"), *good[1:2]])
+    store.write_pack("s", good[:2])
+    store.write_pack("s", good[2:])
+    store.recover("s")
+    trials = store.read("s", "trials").to_pandas().set_index("trial_id")
+    assert trials.index.is_unique and len(trials) == len(specs)
+    assert trials.loc[specs[0].trial_id, "status"] == "ok"

@@ -99,9 +99,10 @@ def test_a_sweep_of_one_pack_trains_in_this_process_and_says_so(tmp_path, monkey
         raise AssertionError("Ray was started for one pack")
 
     monkeypatch.setattr(RayTuneExecutor, "__enter__", refuse)
-    path = write_sweep(tmp_path / "one.yaml", variant(seeds=1, budget={"steps": 10}))
+    path = write_sweep(tmp_path / "one.yaml", variant(seeds=1, budget={"steps": 10}, **{
+        "axes.task.cooccurrence": {"grid": [0.5]}}))
     rc, out, err = cli(["run", path, "--results", tmp_path / "r", "--no-estimate"])
-    assert rc == 0 and err.count("one pack to train (2 models): training it in this "
+    assert rc == 0 and err.count("one pack to train (1 model): training it in this "
                                  "process") == 1, err
     rc, out, err = cli(["plan", path, "--results", tmp_path / "r2", "--no-estimate"])
     assert rc == 0 and "one pack to train" in err
@@ -109,3 +110,26 @@ def test_a_sweep_of_one_pack_trains_in_this_process_and_says_so(tmp_path, monkey
                                                        budget={"steps": 10}))
     with pytest.raises(AssertionError, match="Ray was started"):  # two packs: Ray, as before
         cli(["run", many, "--results", tmp_path / "r", "--no-estimate"])
+
+
+def test_one_cell_of_many_seeds_stays_on_ray_where_ray_would_cut_it_in_packs(tmp_path):
+    """Counted as Ray would cut the packs for this machine's slots: here two slots, so two
+    packs (one process would train them one after another); a pack of more threads than the
+    local executor gives stays on Ray too."""
+    import os
+
+    import yaml
+
+    from sweeper.api import choose_executor
+    from sweeper.plan import make_plan
+    from sweeper.results import Store
+    from sweeper.search_space import parse_sweep
+
+    store = Store.open(str(tmp_path))
+    sweep = parse_sweep(yaml.safe_dump(variant(seeds=16, **{"axes.task.cooccurrence": {
+        "grid": [0.5]}})))
+    chosen, _ = choose_executor(None, sweep, make_plan(sweep, set()), store, None, None)
+    assert chosen == ("ray" if (os.cpu_count() or 1) > 1 else "local")
+    threads = parse_sweep(yaml.safe_dump(variant(seeds=1, resources={"cpu": 2})))
+    assert choose_executor(None, threads, make_plan(threads, set()), store, None,
+                           None)[0] == "ray"

@@ -529,6 +529,9 @@ def _ray_processes_in_their_own_session() -> Iterator[None]:
     for its GCS, then exited 1 with the pack lost. They still end with the driver whatever
     ends it: Ray shares their fate with it (the kernel's parent-death signal), and
     `ray.shutdown` stops them by their ids."""
+    if not ray._private.utils.detect_fate_sharing_support():  # (macOS): Ray's reaper ends
+        yield  # them by its process group, which a session of their own would escape
+        return
     services = ray._private.services
     popen = services.ConsolePopen
 

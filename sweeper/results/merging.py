@@ -55,7 +55,8 @@ class DriverMerges:
             self._child = subprocess.Popen(
                 [sys.executable, "-m", "sweeper.results.merging", self.store.uri, self.sweep,
                  str(self.there.start)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, text=True, env=_child_environment())
+                stderr=subprocess.PIPE, text=True, env=_child_environment(),
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
 
     def _finished(self, wait: bool = False) -> bool:
         """Whether no child's merge is in flight; a finished one's failure is raised here."""
@@ -70,10 +71,26 @@ class DriverMerges:
             raise ResultsWriteError(f"a merge in a child process failed ({last[0][:300]})")
         return True
 
-    def close(self) -> None:
-        """Wait for the child's merge in flight (the run's end reads the store); a merge that
-        failed is raised (the caller warns)."""
-        self._finished(wait=True)
+    def close(self, quietly: bool = False) -> None:
+        """Wait for the child's merge in flight (the run's end reads the store, and the next
+        driver may merge the same files once the lease is given back); a merge that failed
+        is raised (the caller warns), unless `quietly` (a run ending on an error)."""
+        try:
+            self._finished(wait=True)
+        except Exception:  # noqa: BLE001 - the run's own error is the one to show
+            if not quietly:
+                raise
+
+
+def _die_with_parent() -> None:
+    """In the child, before it runs: the kernel kills it if the driver dies (SIGKILL, the
+    OOM killer), so no merge outlives the lease it was made under (a killed merge leaves
+    only a temporary file, which the next run's recovery removes)."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _child_environment() -> dict[str, str]:

@@ -281,12 +281,15 @@ def _with_deadlines(fs: pafs.FileSystem, uri: str, timeout_s: float) -> pafs.Fil
     from urllib.parse import parse_qs, urlsplit
 
     flags = ("allow_bucket_creation", "allow_bucket_deletion", "force_virtual_addressing")
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"region": fs.region}  # the bucket's, as the URI's parse found
     for key, values in parse_qs(urlsplit(uri).query).items():
         options[key] = values[-1].lower() in ("1", "true", "yes") if key in flags else values[-1]
     wait = timeout_s / 3  # two attempts within the deadline, with room for the exit
-    return pafs.S3FileSystem(**options, connect_timeout=wait, request_timeout=wait,
-                             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=2))
+    try:
+        return pafs.S3FileSystem(**options, connect_timeout=wait, request_timeout=wait,
+                                 retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=2))
+    except (TypeError, ValueError, pa.ArrowInvalid):  # a URI option the constructor lacks
+        return fs  # (tls_verify_certificates...): the URI's own, opened under the probe
 
 
 def _timeout_from_environment() -> float:

@@ -14,7 +14,8 @@ from sweeper.results.errors import ResultsInputError, shown
 PERSISTENT_SCHEMES = ("file", "s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
 IN_PROCESS_SCHEMES = ("memory", "mock")
 SECRET_QUERY_KEYS = ("access_key", "secret_key", "session_token", "credential",
-                     "access_token", "credentials")
+                     "access_token", "credentials", "client_secret", "account_key",
+                     "sas_token", "password")
 
 
 def check_results_root(root: object, where: str = "--results", *,
@@ -37,10 +38,18 @@ def check_results_root(root: object, where: str = "--results", *,
         named = scheme if re.fullmatch(r"[a-z][a-z0-9+.-]{0,15}", scheme) else shown(scheme)
         raise ResultsInputError(f"{where}: got a {named}:// root, which {why}; "
                                 f"allowed: {allowed}")
-    authority, _, query = rest.partition("?")
-    authority = authority.split("/", 1)[0]
-    keys = {part.split("=", 1)[0].lower() for part in query.split("&") if part}
-    if "@" in authority or keys & set(SECRET_QUERY_KEYS):
+    from urllib.parse import unquote
+
+    before_query, _, query = rest.partition("?")
+    before_query = before_query.split("#", 1)[0]
+    authority = before_query.split("/", 1)[0]
+    # userinfo with a password (KEY:SECRET@..., a secret may hold '/'), or any userinfo on an
+    # object store (a bucket has no '@'); hdfs://user@namenode and abfs://container@account
+    # name no secret
+    secret_userinfo = re.match(r"[^@]*:[^@]*@", before_query) is not None or (
+        scheme in ("s3", "gs", "gcs") and "@" in authority)
+    keys = {unquote(part.split("=", 1)[0]).lower() for part in query.split("&") if part}
+    if secret_userinfo or keys & set(SECRET_QUERY_KEYS):
         raise ResultsInputError(
             f"{where}: got a URI with credentials in it (not shown); allowed: "
             f"{scheme}://bucket/prefix, the credentials in the environment (AWS_ACCESS_KEY_ID "

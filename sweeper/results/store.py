@@ -702,23 +702,30 @@ class Store:
 
     def _first_copies(self, sweep: str, scan: FolderScan, names: Sequence[str]
                       ) -> tuple[pa.Table, pa.Table]:
-        """The rows of files `names` (in that order) with each trial id once: its first file's
-        trials row and that file's trajectory rows of it."""
-        seen: set[str] = set()
+        """The rows of files `names` with each trial id once: its first copy that is not
+        failed (by file name, then row), else its first copy; that file's trajectory rows of
+        it come with it."""
+        rows = [self._dataset(scan, "trials", [self.path(sweep, "trials", name)]).to_table(
+            filter=without_superseded(scan.superseded)) for name in names]
+        winner: dict[str, tuple[int, int]] = {}
+        for f, table in enumerate(rows):
+            statuses = table.column("status").to_pylist()
+            for r, trial in enumerate(table.column("trial_id").to_pylist()):
+                best = winner.get(trial)
+                if best is None or (rows[best[0]].column("status")[best[1]].as_py() == "failed"
+                                    and statuses[r] != "failed"):
+                    winner[trial] = (f, r)
         trials, trajectories = [], []
-        for name in names:
-            path = self.path(sweep, "trials", name)
-            rows = self._dataset(scan, "trials", [path]).to_table(
-                filter=without_superseded(scan.superseded))
-            keep = [i not in seen for i in rows.column("trial_id").to_pylist()]
-            rows = rows.filter(pa.array(keep, pa.bool_()))
-            fresh = rows.column("trial_id")
-            seen.update(fresh.to_pylist())
-            trials.append(rows)
+        for f, (name, table) in enumerate(zip(names, rows, strict=True)):
+            keep = [winner[t] == (f, r) for r, t in enumerate(table.column("trial_id")
+                                                               .to_pylist())]
+            kept = table.filter(pa.array(keep, pa.bool_()))
+            trials.append(kept)
             traj_path = self.path(sweep, "trajectories", name)
             if traj_path in scan.footers:
                 traj = self._dataset(scan, "trajectories", [traj_path]).to_table()
-                trajectories.append(traj.filter(pc.is_in(traj.column("trial_id"), fresh)))
+                trajectories.append(traj.filter(pc.is_in(traj.column("trial_id"),
+                                                          kept.column("trial_id"))))
         empty = pa.table({"trial_id": pa.array([], pa.string()), "step": pa.array([], pa.int64())})
         return (pa.concat_tables(trials, promote_options="permissive"),
                 pa.concat_tables(trajectories, promote_options="permissive")
