@@ -7,19 +7,16 @@
 logged steps into a temporary local store, with its merges as a run makes them (`driver`: size
 classes below `sweeper.results.merging.CHILD_CLASS` in this process, the others in a child),
 `none` (no merges) or `child` (every merge in a child). `sweep`: a real tiny sweep on embedded
-Ray (copy-v1, width 8, 20 steps, 16 cells). Each prints the stored trials and the resident MB
-every --every trials; docs/scaling.md gives the figures.
+Ray (copy-v1, width 8, 20 steps, 16 cells: `scale.real_sweep`). Each prints the stored trials
+and the driver's resident MB; docs/scaling.md gives the figures.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
-import json
-import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -66,43 +63,15 @@ def recorder(packs: int, merges: str, every: int) -> None:
     rec.close()
 
 
-def sweep(trials: int, every: int) -> None:
-    root = Path(tempfile.mkdtemp(prefix="driver-memory-"))
-    (root / "tiny.yaml").write_text(textwrap.dedent(f"""\\
-        name: tiny
-        task: copy-v1
-        model: seq2seq
-        fixed:
-          task: {{length: 4}}
-          model: {{width: 8}}
-          train: {{batch_size: 8, eval_every: 10, eval_size: 8}}
-        axes:
-          task:
-            cooccurrence: {{grid: [0.0, 0.5]}}
-            hardness: {{grid: [0.0, 1.0]}}
-          model:
-            heads: {{grid: [1, 2, 3, 4]}}
-        seeds: {max(1, trials // 16)}
-        budget: {{steps: 20}}
-        resources: {{cpu: 1}}
-        """))
-    driver = subprocess.Popen([sys.executable, "-m", "sweeper.cli", "run", str(root / "tiny.yaml"),
-                               "--results", str(root / "r"), "--no-estimate", "--executor",
-                               "ray"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True, cwd=REPO)
-    start, last = time.perf_counter(), 0
-    while driver.poll() is None:
-        time.sleep(2)
-        try:
-            done = json.loads((root / "r" / "tiny" / "progress.json").read_text())["done"]
-        except (OSError, ValueError, KeyError):
-            continue
-        if done - last >= every:
-            print(f"sweep: {done:7,} stored  {resident_mb(driver.pid):6.0f} MB  "
-                  f"{time.perf_counter() - start:6.0f} s", flush=True)
-            last = done
-    if driver.returncode != 0:
-        raise SystemExit(driver.stderr.read()[-2000:])
+def sweep(trials: int) -> None:
+    """`benchmarks/scale.py`'s real tiny sweep (its driver's memory at a tenth, a quarter,
+    half, three quarters, 99% and all of the trials stored)."""
+    from scale import real_sweep
+
+    result = real_sweep(Path(tempfile.mkdtemp(prefix="driver-memory-")), trials)
+    for share, mb in result["driver_mb_at"].items():
+        print(f"sweep: {int(share * result['trials']):7,} stored  {mb:6.0f} MB", flush=True)
+    print(f"sweep: {result['per_trial_ms']:.1f} ms a trial, peak {result['driver_mb_peak']:.0f} MB")
 
 
 def main() -> None:
@@ -114,12 +83,11 @@ def main() -> None:
     p.add_argument("--every", type=int, default=4000)
     p = sub.add_parser("sweep")
     p.add_argument("--trials", type=int, default=30000)
-    p.add_argument("--every", type=int, default=2000)
     args = parser.parse_args()
     if args.what == "recorder":
         recorder(args.packs, args.merges, args.every)
     else:
-        sweep(args.trials, args.every)
+        sweep(args.trials)
 
 
 if __name__ == "__main__":
