@@ -934,12 +934,10 @@ def check_writable(store: Store) -> None:
                               NOTHING_WRITTEN, "write in")
     # what permissions do not tell (root on an immutable folder, an ACL, a FUSE mount): a
     # file made and removed at once, so that a refusal comes before the lease, not after
-    test = os.path.join(probe, f".sweeper-writable-{os.getpid()}")
+    test = os.path.join(probe, f".sweeper-writable-{os.getpid()}-{uuid.uuid4().hex[:12]}")
     try:
         os.close(os.open(test, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         os.unlink(test)
-    except FileExistsError:
-        pass
     except OSError as exc:
         raise could_not_write(probe, exc, NOTHING_WRITTEN, "write in") from None
 
