@@ -4,9 +4,9 @@
     python benchmarks/driver_memory.py sweep --trials 30000
 
 `recorder`: the driver's Recorder alone (no Ray, no training) storing packs of 16 trials x 40
-logged steps into a temporary local store, with its merges as a run makes them (`driver`: size
-classes below `sweeper.results.merging.CHILD_CLASS` in this process, the others in a child),
-`none` (no merges) or `child` (every merge in a child). `sweep`: a real tiny sweep on embedded
+logged steps into a temporary local store, with its merges as a run makes them (`child`: one
+long-lived child process, `sweeper.results.merging`), `none` (no merges) or `driver` (every
+merge in this process, as before issue 38's lever). `sweep`: a real tiny sweep on embedded
 Ray (copy-v1, width 8, 20 steps, 16 cells: `scale.real_sweep`). Each prints the stored trials
 and the driver's resident MB; docs/scaling.md gives the figures.
 """
@@ -48,11 +48,15 @@ def recorder(packs: int, merges: str, every: int) -> None:
         def close(self) -> None:
             pass
 
+    class MergesHere(NoMerges):
+        def after_pack(self) -> None:
+            store.merge_tiers("s")
+
     specs = expand(parse_sweep(sweep_file(16 * packs + 400)))
     store = Store.open(tempfile.mkdtemp(prefix="driver-memory-"))
     rec = Recorder(store, "s", Progress(None, stream=io.StringIO()))
-    rec.merges = {"none": NoMerges, "driver": lambda: DriverMerges(store, "s"),
-                  "child": lambda: DriverMerges(store, "s", child_class=0)}[merges]()
+    rec.merges = {"none": NoMerges, "driver": MergesHere,
+                  "child": lambda: DriverMerges(store, "s")}[merges]()
     start = time.perf_counter()
     for k in range(packs):
         pack = specs[16 * k:16 * (k + 1)]
@@ -66,11 +70,23 @@ def recorder(packs: int, merges: str, every: int) -> None:
 def sweep(trials: int) -> None:
     """`benchmarks/scale.py`'s real tiny sweep (its driver's memory at a tenth, a quarter,
     half, three quarters, 99% and all of the trials stored)."""
+    import statistics
+
     from scale import real_sweep
 
     result = real_sweep(Path(tempfile.mkdtemp(prefix="driver-memory-")), trials)
     for share, mb in result["driver_mb_at"].items():
         print(f"sweep: {int(share * result['trials']):7,} stored  {mb:6.0f} MB", flush=True)
+    # the resident size sampled each second is noisy (a Tune run's start, a summary write):
+    # the median of the samples taken while each tenth of the sweep was stored (the run's end,
+    # which reads the store with every trial in it, left out)
+    total, tenth = result["trials"], result["trials"] // 10
+    for k in range(1, 11):
+        window = [mb for n, mb in result["samples"] if (k - 1) * tenth < n <= k * tenth
+                  and n < total]
+        if window:
+            print(f"sweep: median of {len(window):3} samples while {(k - 1) * tenth:7,} to "
+                  f"{k * tenth:7,} stored  {statistics.median(window):6.0f} MB", flush=True)
     print(f"sweep: {result['per_trial_ms']:.1f} ms a trial, peak {result['driver_mb_peak']:.0f} MB")
 
 
@@ -79,7 +95,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     p = sub.add_parser("recorder")
     p.add_argument("--packs", type=int, default=2000)
-    p.add_argument("--merges", choices=("none", "driver", "child"), default="driver")
+    p.add_argument("--merges", choices=("none", "driver", "child"), default="child")
     p.add_argument("--every", type=int, default=4000)
     p = sub.add_parser("sweep")
     p.add_argument("--trials", type=int, default=30000)

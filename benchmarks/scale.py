@@ -336,7 +336,8 @@ def real_sweep(root: Path, trials: int) -> dict:
     last_n, last = samples[-1] if samples else (0, float("nan"))
     return {"trials": total, "wall": wall, "per_trial_ms": 1000 * wall / total,
             "driver_mb_at": at, "driver_mb_end": last, "stored_at_end": last_n,
-            "driver_mb_peak": max((mb for _, mb in samples), default=float("nan"))}
+            "driver_mb_peak": max((mb for _, mb in samples), default=float("nan")),
+            "samples": samples}
 
 
 def _stored(folder: Path) -> int:

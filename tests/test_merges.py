@@ -4,6 +4,8 @@ dashboard's trials)."""
 
 from __future__ import annotations
 
+import os
+
 import pyarrow.fs as pafs
 import synthetic_stores as synthetic
 
@@ -177,11 +179,10 @@ def test_phase_reads_stored_outcomes_when_they_are_current_and_draws_the_same(tm
     assert stored.cells[columns].equals(recomputed.cells[columns])
 
 
-def test_a_drivers_large_merges_run_in_a_child_and_store_every_trial_once(tmp_path):
-    """The driver merges the small size classes itself and leaves the large ones to a child
-    process (`sweeper.results.merging`): here the classes from 2 on (a pack of 16 trials of
-    3 logged steps is 64 rows: class 2). A class-3 file can only be the child's; every trial
-    is stored once and each class keeps fewer than the fan-out of files."""
+def _record_packs(store, packs: int, between=None):
+    """A driver's Recorder storing `packs` packs of 16 fake trials (3 logged steps: 64 rows
+    a pack, class 2) into sweep "s"; `between(recorder)` after each. Returns the recorder,
+    closed, and the specs."""
     import io
 
     import yaml
@@ -189,23 +190,95 @@ def test_a_drivers_large_merges_run_in_a_child_and_store_every_trial_once(tmp_pa
 
     from sweeper.plan import expand
     from sweeper.recording import Progress, Recorder
-    from sweeper.results.merging import DriverMerges
-    from sweeper.results.store import MERGE_FANOUT
     from sweeper.search_space import parse_sweep
 
-    sweep = parse_sweep(yaml.safe_dump(variant(TINY, name="s", seeds=256)))
+    sweep = parse_sweep(yaml.safe_dump(variant(TINY, name="s", seeds=16 * packs // 2)))
     specs = expand(sweep)
-    store = Store.open(str(tmp_path))
     recorder = Recorder(store, "s", Progress(None, stream=io.StringIO()))
-    recorder.merges = DriverMerges(store, "s", child_class=2)
     for k in range(0, len(specs), 16):
         pack = specs[k:k + 16]
         recorder.finished(pack, fake_results(pack))
+        if between is not None:
+            between(recorder)
     recorder.close()
-    assert "warning" not in recorder.progress.stream.getvalue()
+    return recorder, specs
+
+
+def _assert_merged_once(store, specs):
+    from sweeper.results.store import MERGE_FANOUT
+
     trials = store.read("s", "trials").column("trial_id").to_pylist()
     assert sorted(trials) == sorted(s.trial_id for s in specs)
     sizes = store._sizes("s", store.scan("s"))
     classes = [size_class(rows) for rows in sizes.values()]
-    assert max(classes) >= 3, sizes  # the child merged class-2 files
+    assert max(classes) >= 3, sizes  # packs (class 2) were merged, and merges merged
     assert all(classes.count(c) < MERGE_FANOUT for c in set(classes)), sizes
+
+
+def test_a_drivers_merges_run_in_one_child_and_store_every_trial_once(tmp_path, monkeypatch):
+    """Every merge of a sweep's driver is made by one long-lived child process
+    (`sweeper.results.merging`): the driver's own `merge_tiers` is never called, the child is
+    started once for the whole run, every trial is stored once and each size class is left
+    with fewer than the fan-out of files."""
+    from sweeper.results import merging
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("the driver merged")
+
+    monkeypatch.setattr(Store, "merge_tiers", not_here)
+    started = []
+    real_start = merging._start_child
+    monkeypatch.setattr(merging, "_start_child",
+                        lambda *a: started.append(a) or real_start(*a))
+    store = Store.open(str(tmp_path))
+    recorder, specs = _record_packs(store, 64)
+    assert "warning" not in recorder.progress.stream.getvalue()
+    assert recorder.merges.jobs >= 2 and len(started) == 1
+    _assert_merged_once(store, specs)
+
+
+def test_a_merge_child_that_dies_costs_at_most_a_warning_and_a_fresh_one_takes_the_next_job(
+        tmp_path, monkeypatch):
+    """A merge child killed mid-run (the OOM killer) costs at most one warning line (none when
+    it had answered its job): the sweep goes on, the next job starts a fresh child, and the
+    store ends merged with every trial once."""
+    import signal
+
+    from sweeper.results import merging
+
+    started = []
+    real_start = merging._start_child
+    monkeypatch.setattr(merging, "_start_child",
+                        lambda *a: started.append(a) or real_start(*a))
+    store = Store.open(str(tmp_path))
+    killed = []
+
+    def kill_the_first_child(recorder):
+        merges = recorder.merges
+        if not killed and merges is not None and merges._in_flight:
+            killed.append(merges._child.pid)
+            os.kill(merges._child.pid, signal.SIGKILL)
+            merges._child.wait()
+
+    recorder, specs = _record_packs(store, 64, between=kill_the_first_child)
+    said = recorder.progress.stream.getvalue()
+    assert killed and len(started) == 2, (killed, started)
+    assert said.count("warning") <= 1, said
+    assert said.count("warning") == said.count("could not merge the sweep's files"), said
+    _assert_merged_once(store, specs)
+
+
+def test_a_merge_child_ends_itself_after_its_jobs_and_answers_each(tmp_path, monkeypatch):
+    """The child answers one line a request and ends after JOBS_PER_CHILD of them, so what
+    its merges leave to the allocator goes back with it."""
+    import io
+
+    from sweeper.results import merging
+
+    monkeypatch.setattr(merging, "JOBS_PER_CHILD", 2)
+    monkeypatch.setattr(merging, "CHILD_RESIDENT_MB", float("inf"))  # this test's process
+    answers = io.StringIO()
+    requests = io.BytesIO(b"merge\n" * 5)
+    assert merging.serve(str(tmp_path), "s", requests, answers) == 0
+    assert answers.getvalue() == "done 0\ndone 0\n"
+    assert requests.read() == b"merge\n" * 3  # the rest is the next child's

@@ -1,91 +1,168 @@
-"""A sweep driver's merges: the small ones in the driver after each pack, the large ones in a
-short-lived child process.
+"""A sweep driver's merges, made by one long-lived child process beside the driver.
 
 A driver merges its sweep's files as it writes them (`Store.merge_tiers`), so that the store is
-read at the price of a compacted one while the sweep runs. The large merges (size classes from
-`CHILD_CLASS` on: up to MERGE_MAX_ROWS rows read, sorted and written at once) run in a child
-process that ends when they are made: the driver neither waits for them nor holds their
-working set, and what they leave to the C allocator goes back with the child. The small ones
-(packs merged 8 by 8, then those by 8: the classes below it) stay in the driver, where a child's
-start (~1 s) would cost more than they do. (What this does and does not change in the driver's
-resident memory over a long sweep: docs/scaling.md.)
+read at the price of a compacted one while the sweep runs. Merging in the driver itself made
+its resident memory grow with the sweep (each merge's working set, sorted Arrow tables of up
+to MERGE_MAX_ROWS rows, left to the C allocator: docs/scaling.md measures it), so every merge
+runs in a child, `python -m sweeper.results.merging URI SWEEP`, started once when the sweep
+first has files to merge:
 
-The two sides merge disjoint size classes (`Store.merge_tiers(classes=...)`): a merge's output
-has a higher class than its inputs, so no file is ever merged by both. The child runs beside
-the driver without it waiting (one merge job at a time; a pack that lands while one runs asks
-again after the next pack), under the store's own commit rule, as any merge does beside
-readers and a writer. A store only this process reaches (memory://) merges everything here.
+- after each stored pack the driver lists the folder (footers it has read are kept) and, when
+  a size class is full and no job is in flight, writes one line to the child's stdin; the child
+  merges until nothing is due and answers one line (`done N`, or `error WHY`);
+- the driver never waits for a job, except at the run's end (`close`: it waits for the job in
+  flight, asks for one last one if packs landed meanwhile, and ends the child), so the store
+  is left merged and the next driver, once the lease is given back, merges no file this one
+  is merging;
+- the child ends itself after `JOBS_PER_CHILD` jobs or once its resident memory passes
+  `CHILD_RESIDENT_MB`, and the driver starts a fresh one for the next job: what the large
+  merges leave to the allocator goes back to the system with the process. Its start (~1 s of
+  a core) is paid once per run, or per that many jobs, not per job;
+- it dies with the driver (PR_SET_PDEATHSIG), so no merge outlives the lease it was made
+  under; a merge killed halfway leaves only a temporary file, which recovery removes.
+
+A store only this process reaches (memory://) is merged here, after each pack.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 import sys
+from typing import BinaryIO, TextIO
 
 from sweeper.results.errors import ResultsWriteError
 from sweeper.results.store import MERGE_FANOUT, MERGE_MAX_ROWS, Store, tier_group
 
-CHILD_CLASS = 5  # files of >= 8**5 = 32,768 rows (trials + trajectories) merge in the child
-ALL_CLASSES = range(0, 64)
+JOBS_PER_CHILD = 256  # a child ends after this many jobs (a fresh one takes the next)
+CHILD_RESIDENT_MB = 400  # ... or once its resident memory is past this, after a job
 
 
 class DriverMerges:
     """The merges of one sweep by its driver (`Recorder`): `after_pack` after each stored pack,
-    `close` at the run's end (it waits for the child's merge in flight).
+    `close` at the run's end.
 
-    The child is `python -m sweeper.results.merging URI SWEEP CLASS`, a process of its own
-    (not multiprocessing's spawn, which imports the caller's main script again: a notebook's
-    or a script's `sweeper.run(...)` would run twice)."""
+    The child is a process of its own (not multiprocessing's spawn, which imports the caller's
+    main script again: a notebook's or a script's `sweeper.run(...)` would run twice)."""
 
-    def __init__(self, store: Store, sweep: str, child_class: int = CHILD_CLASS):
+    def __init__(self, store: Store, sweep: str):
         self.store, self.sweep = store, sweep
-        self.here = ALL_CLASSES if store.in_process else range(0, child_class)
-        self.there = None if store.in_process else range(child_class, ALL_CLASSES.stop)
         self._child: subprocess.Popen | None = None
+        self._in_flight = False
+        self._answer = b""
+        self.jobs = 0  # jobs asked of children in this run (tests and benchmarks read it)
 
     def after_pack(self) -> None:
-        """Merge what is small here; start a child for what is large, unless one runs. Raises
+        """Ask the child to merge when a size class is full and no job is in flight. Raises
         what a merge raised (the caller warns once: upkeep never ends a sweep)."""
-        self.store.merge_tiers(self.sweep, classes=self.here)
-        if self.there is None or not self._finished():
+        if self.store.in_process:
+            self.store.merge_tiers(self.sweep)
             return
-        sizes = self.store._sizes(self.sweep, self.store.scan(self.sweep))
-        if tier_group(sizes, MERGE_FANOUT, MERGE_MAX_ROWS, self.there) is not None:
-            self._child = subprocess.Popen(
-                [sys.executable, "-m", "sweeper.results.merging", self.store.uri, self.sweep,
-                 str(self.there.start)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE, text=True, env=_child_environment(),
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
-
-    def _finished(self, wait: bool = False) -> bool:
-        """Whether no child's merge is in flight; a finished one's failure is raised here."""
-        if self._child is None:
-            return True
-        if not wait and self._child.poll() is None:
-            return False
-        child, self._child = self._child, None
-        _, err = child.communicate()
-        if child.returncode != 0:
-            last = (err or "").strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
-            raise ResultsWriteError(f"a merge in a child process failed ({last[0][:300]})")
-        return True
+        if self._in_flight and not self._answered(wait=False):
+            return
+        if self._due():
+            self._ask()
 
     def close(self, quietly: bool = False) -> None:
-        """Wait for the child's merge in flight (the run's end reads the store, and the next
-        driver may merge the same files once the lease is given back); a merge that failed
-        is raised (the caller warns), unless `quietly` (a run ending on an error)."""
+        """The run's end: wait for the job in flight, ask for a last one when something is due
+        (packs that landed while it ran), and end the child. A merge that failed is raised
+        (the caller warns), unless `quietly` (a run ending on an error: no last job)."""
         try:
-            self._finished(wait=True)
+            if self._in_flight:
+                self._answered(wait=True)
+            if not quietly and self._child is not None and self._due():
+                self._ask()
+                self._answered(wait=True)
         except Exception:  # noqa: BLE001 - the run's own error is the one to show
             if not quietly:
                 raise
+        finally:
+            self._end_child()
+
+    def _due(self) -> bool:
+        sizes = self.store._sizes(self.sweep, self.store.scan(self.sweep))
+        return tier_group(sizes, MERGE_FANOUT, MERGE_MAX_ROWS) is not None
+
+    def _ask(self) -> None:
+        if self._child is None or self._child.poll() is not None:
+            self._end_child()
+            self._child = _start_child(self.store.uri, self.sweep)
+        try:
+            self._child.stdin.write(b"merge\n")
+            self._child.stdin.flush()
+        except OSError as exc:  # it died before reading: its stderr says why
+            self._failed(f"could not reach it ({exc})")
+        self._in_flight = True
+        self.jobs += 1
+
+    def _answered(self, wait: bool) -> bool:
+        """Whether the job in flight is answered (`wait`: block until it is); a failed job is
+        raised here."""
+        out = self._child.stdout.fileno()
+        while b"\n" not in self._answer:
+            if not wait and not select.select([out], [], [], 0)[0]:
+                return False
+            chunk = os.read(out, 4096)
+            if not chunk:
+                self._failed(f"it ended with exit status {self._child.wait()}")
+            self._answer += chunk
+        line, self._answer = self._answer.split(b"\n", 1)
+        self._in_flight = False
+        answer = line.decode(errors="replace")
+        if not answer.startswith("done"):
+            raise ResultsWriteError(f"a merge in the child process failed "
+                                    f"({answer.removeprefix('error ')[:300]})")
+        return True
+
+    def _failed(self, how: str) -> None:
+        """The child is gone mid-job: its last stderr line says why."""
+        self._in_flight, self._answer = False, b""
+        child, self._child = self._child, None
+        child.kill()
+        child.wait()
+        child.stderr.seek(0)
+        err = child.stderr.read().decode(errors="replace").strip().splitlines()[-1:]
+        child.stderr.close()
+        raise ResultsWriteError(f"the merge child process failed ({(err or [how])[0][:300]})")
+
+    def _end_child(self) -> None:
+        """Close its stdin (it ends after the job it is on) and wait for it."""
+        child, self._child = self._child, None
+        self._in_flight, self._answer = False, b""
+        if child is None:
+            return
+        try:
+            child.stdin.close()
+        except OSError:
+            pass
+        try:
+            child.wait(timeout=600)
+        except subprocess.TimeoutExpired:  # a merge is bounded: this is a hung child
+            child.kill()
+            child.wait()
+        child.stdout.close()
+        child.stderr.close()
+
+
+def _start_child(uri: str, sweep: str) -> subprocess.Popen:
+    """Its stderr goes to a temporary file (a pipe nobody reads while it runs could fill and
+    stop it); `child.stderr` is that file."""
+    import tempfile
+
+    errors = tempfile.TemporaryFile()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "sweeper.results.merging", uri, sweep],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
+        env=_child_environment(),
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+    child.stderr = errors
+    return child
 
 
 def _die_with_parent() -> None:
     """In the child, before it runs: the kernel kills it if the driver dies (SIGKILL, the
-    OOM killer), so no merge outlives the lease it was made under (a killed merge leaves
-    only a temporary file, which the next run's recovery removes)."""
+    OOM killer), so no merge outlives the lease it was made under."""
     import ctypes
     import signal
 
@@ -102,24 +179,43 @@ def _child_environment() -> dict[str, str]:
     return env
 
 
-def merge_large(uri: str, sweep: str, from_class: int) -> int:
-    """In the child: the merges of size classes from `from_class` on (returns how many)."""
+def _resident_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def serve(uri: str, sweep: str, requests: BinaryIO, answers: TextIO) -> int:
+    """In the child: one `merge_tiers` a request line, one answer line each, until stdin
+    closes, `JOBS_PER_CHILD` jobs are done or the process is past `CHILD_RESIDENT_MB`."""
     from sweeper.results.store import use_system_allocator
 
     use_system_allocator()
-    return Store.open(uri).merge_tiers(sweep, classes=range(from_class, ALL_CLASSES.stop))
+    store = Store.open(uri)
+    for jobs, _ in enumerate(requests, start=1):
+        try:
+            answers.write(f"done {store.merge_tiers(sweep)}\n")
+        except Exception as exc:  # noqa: BLE001 - said to the driver, which warns
+            answers.write(f"error {' '.join(str(exc).split()) or type(exc).__name__}\n")
+        answers.flush()
+        if jobs >= JOBS_PER_CHILD or _resident_mb() > CHILD_RESIDENT_MB:
+            break
+    return 0
 
 
 def main(argv: list[str]) -> int:
-    """`python -m sweeper.results.merging URI SWEEP CLASS` (the driver's child). It leaves
-    Ctrl-C to the driver (which stops the sweep and waits for it); a SIGTERM ends it where it
-    is, which a merge survives (the commit rule)."""
+    """`python -m sweeper.results.merging URI SWEEP` (the driver's child). It leaves Ctrl-C to
+    the driver (which stops the sweep and ends it); a SIGTERM ends it where it is, which a
+    merge survives (the commit rule)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    uri, sweep, from_class = argv
-    merge_large(uri, sweep, int(from_class))
-    return 0
+    uri, sweep = argv
+    answers = os.fdopen(os.dup(1), "w")  # the answers' own descriptor: anything else that
+    os.dup2(2, 1)  # writes to stdout (a library's print) goes to stderr, not into them
+    return serve(uri, sweep, sys.stdin.buffer, answers)
 
 
 if __name__ == "__main__":
