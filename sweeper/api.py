@@ -276,8 +276,6 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
         for line in [*realised, chosen]:  # admitted: said first, before a probe or Ray
             _say(stream, line)
         store.recover(spec.name)  # damaged files moved aside (one line each) before any read
-        if address is None:  # under the lease: a second driver is refused at once, not after
-            prepare_native_kernels(spec, plan, store)  # a first build of the kernels
         estimated = _estimate(spec, plan, store, executor, address, num_cpus, pack_size,
                               memory, stream, workers) if estimate else None
         started = time.perf_counter()
@@ -287,7 +285,10 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
             runner = LocalExecutor()  # it starts nothing; the strategy proposes nothing
         else:
             _say(stream, getattr(runner, "starting", lambda: None)())
-        with runner:
+        with runner:  # Ray starts in the background while the kernels load (`RayTuneExecutor`)
+            if address is None:  # under the lease (a second driver is refused at once, not
+                # after a build), before the workers start: they load what this builds
+                prepare_native_kernels(spec, plan, store)
             summary = run_sweep(spec, store, runner, pack_size, workers, stream=stream, stop=stop,
                                 extend=extend, overrides=list(sets or []), memory=memory,
                                 plan=plan, notices=notices)  # said once admitted

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import os
 import statistics
 import time
@@ -54,13 +55,23 @@ PROBE_SHAPES = 4  # at most this many shapes are probed (the largest pack of eac
 PROBE_MODELS = 16  # at most this many models of the largest pack train in the probe
 
 # Seconds measured on the 2-core dev machine with nothing else running (docs/performance.md,
-# "Estimates against runs"); scaled by `load_factor`.
-RAY_START_S = 17.0  # import Ray and Tune, start the embedded node (GCS, raylet), and stop it
-RAY_WORKER_START_S = 6.0  # a Tune trial's first worker process: Python, torch, sweeper
-RAY_PACK_S = 1.0  # per pack on Ray: Tune's dispatch and result round trip, the driver's writes
+# "Estimates against runs"); scaled by `load_factor`. Measured again for issue 43 (7 December,
+# quick.yaml on embedded Ray, `--no-estimate`): Ray starts in the background while the driver
+# loads torch and the kernels, and its first packs began 4.3 s later than the local executor's;
+# its shutdown took 0.35 s.
+RAY_START_S = 3.0  # start the embedded node (GCS, raylet) beyond the driver's own start, and
+# stop it
+RAY_WORKER_START_S = 1.7  # a round of Tune's workers (Python, torch, sweeper): they start side
+# by side, a round per `cpus` slots
+RAY_PACK_S = 0.2  # per pack on Ray: Tune's dispatch and result round trip, the driver's writes
 RAY_CLUSTER_START_S = 3.0  # connecting to an existing cluster (--address) and leaving it
 LOCAL_START_S = 1.0  # the local executor: its first pack's warm-up in this process
 LOCAL_PACK_S = 0.3  # per pack in this process: the driver's writes of its results
+# A pack that trains beside others on one machine takes longer than alone (Ray's own processes
+# and reports, shared caches and memory): the same four packs of quick.yaml took 2.5% and 6.6%
+# longer on embedded Ray's two slots than one after another in one process (7 December). A
+# probe times a pack alone; stored trials were timed as they ran.
+SIDE_BY_SIDE = 1.05
 PROBE_KEPT_S = 3600.0  # a probe's measurement is reused this long (`probed_step_cost`)
 
 
@@ -90,10 +101,12 @@ class Parallelism:
     start_s: float
     per_pack_s: float
     how: str  # said in the estimate's line
+    side_by_side: float = 1.0  # a pack's time alone x this, where packs share this machine
 
     def to_json(self) -> dict[str, Any]:
         return {"executor": self.executor, "parallel": self.slots, "threads": self.threads,
-                "start_stop_s": round(self.start_s, 3), "per_pack_s": round(self.per_pack_s, 3)}
+                "start_stop_s": round(self.start_s, 3), "per_pack_s": round(self.per_pack_s, 3),
+                "side_by_side": self.side_by_side}
 
 
 @dataclass(frozen=True)
@@ -167,9 +180,10 @@ def parallelism(executor: str, sweep: Sweep, *, address: str | None = None,
     if address is not None:
         return Parallelism("ray", slots, cpu, RAY_CLUSTER_START_S * scale, RAY_PACK_S * scale,
                            f"Ray at {address} ({_slots(slots)}, assumed)")
-    start = (RAY_START_S + RAY_WORKER_START_S * min(slots, cpus)) * scale
+    start = (RAY_START_S + RAY_WORKER_START_S * math.ceil(slots / cpus)) * scale
     return Parallelism("ray", slots, cpu, start, RAY_PACK_S * scale,
-                       f"embedded Ray ({_slots(slots)}: {cpus:g} CPUs / {cpu:g} per pack)")
+                       f"embedded Ray ({_slots(slots)}: {cpus:g} CPUs / {cpu:g} per pack)",
+                       SIDE_BY_SIDE if slots > 1 else 1.0)
 
 
 def _slots(n: int) -> str:
@@ -197,33 +211,42 @@ def estimate_run(plan: Plan, stored_table, how: Parallelism, pack_size: int | No
         packs = form_packs(plan.sharing.trainings, pack_size, how.slots, pack_bytes)
     if not packs:
         return None
-    per_pack = _from_store(packs, stored_table)
+    stored = _from_store(packs, stored_table)  # a pack's cost from stored trials, or None
+    unpriced = [p for p, cost in zip(packs, stored) if cost is None]
+    side = how.side_by_side
     basis = "stored trials of the same shape"
-    if per_pack is None:
+    priced: dict[int, float] = {}  # the others' costs (by the pack's id)
+    if unpriced:
         if cost is None and not probe:
             return None
         if cost is None and probe == "cached":
-            kept = [cached_step_cost(p, how.threads) for p in packs]
+            kept = [cached_step_cost(p, how.threads) for p in unpriced]
             if any(k is None for k in kept):
                 return None
-            basis = "a probe of this shape kept from the last hour"
-            per_pack = [k.pack_seconds(p) for k, p in zip(kept, packs)]
+            probed = "a probe of this shape kept from the last hour"
+            priced = {id(p): k.pack_seconds(p) * side for k, p in zip(kept, unpriced)}
         elif cost is None:
-            costs = _probe_each_shape(packs, how.threads, say)
+            costs = _probe_each_shape(unpriced, how.threads, say)
             shapes = "" if len(costs) == 1 else (
                 f" of each of {len(costs)} shapes" if len(costs) <= PROBE_SHAPES else
                 f" of {PROBE_SHAPES} of {len(costs)} shapes (the others charged the costliest)")
-            basis = (f"a timed probe{shapes}: {PROBE_STEPS} and {2 * PROBE_STEPS} steps of "
-                     f"{min(PROBE_MODELS, max(map(len, packs)))} models, evaluated 2 and 3 "
-                     "times")
-            per_pack = [costs[_shape_of(p)].pack_seconds(p) for p in packs]
+            probed = (f"a timed probe{shapes}: {PROBE_STEPS} and {2 * PROBE_STEPS} steps of "
+                      f"{min(PROBE_MODELS, max(map(len, unpriced)))} models, evaluated 2 and 3 "
+                      "times")
+            priced = {id(p): costs[_shape_of(p)].pack_seconds(p) * side for p in unpriced}
         else:
-            basis = f"a given cost ({cost.step_s:g} s a step, {cost.evaluation_s:g} s an " \
-                    "evaluation)"
-            per_pack = [cost.pack_seconds(p) for p in packs]
+            probed = f"a given cost ({cost.step_s:g} s a step, {cost.evaluation_s:g} s an " \
+                     "evaluation)"
+            priced = {id(p): cost.pack_seconds(p) * side for p in unpriced}
+        if side != 1:
+            probed += f", x{side:g} for packs side by side"
+        basis = probed if len(unpriced) == len(packs) else (
+            f"stored trials for {len(packs) - len(unpriced)} of {len(packs)} packs, "
+            f"{probed} for the others")
+    per_pack = [c if c is not None else priced[id(p)] for p, c in zip(packs, stored)]
     training = makespan([t + how.per_pack_s for t in per_pack], how.slots)
-    decided = basis != "stored trials of the same shape" and any(
-        p[0].train.get("stop") == "decided" for p in packs)
+    decided = any(c is None and p[0].train.get("stop") == "decided"
+                  for p, c in zip(packs, stored))
     return Estimate(how.start_s + training, training, basis, how, len(packs), budget, decided)
 
 
@@ -263,9 +286,11 @@ def evaluations(train: dict) -> int:
     return steps // every + 1 + (steps % every > 0)
 
 
-def _from_store(packs: list[list[TrialSpec]], stored) -> list[float] | None:
+def _from_store(packs: list[list[TrialSpec]], stored) -> list[float | None]:
+    """Each pack's cost from the stored trials of its shape (their median time per budget step,
+    as they ran: side by side, stopped once decided), or None where none is stored."""
     if stored is None or not len(stored) or "wall_time_s" not in stored.columns:
-        return None
+        return [None] * len(packs)
     ok = stored[stored["status"] == "ok"]
     if "shared_with" in ok.columns:  # a shared row took no time of its own
         ok = ok[ok["shared_with"].isna()]
@@ -273,13 +298,11 @@ def _from_store(packs: list[list[TrialSpec]], stored) -> list[float] | None:
     for row in ok.to_dict("records"):
         times.setdefault(_shape_columns(row), []).append(float(row["wall_time_s"])
                                                          / max(1, row["train.steps"]))
-    out = []
+    out: list[float | None] = []
     for pack in packs:
         spec = pack[0]
         seen = times.get(_shape_columns(spec.flat()))
-        if not seen:
-            return None
-        out.append(statistics.median(seen) * spec.train["steps"] * len(pack))
+        out.append(statistics.median(seen) * spec.train["steps"] * len(pack) if seen else None)
     return out
 
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 import traceback
 from dataclasses import dataclass
 
-import torch
-
 
 def pin_threads(threads: float | int) -> int:
     """Use `threads` torch threads (at least 1) and flush denormals to zero.
@@ -14,6 +12,9 @@ def pin_threads(threads: float | int) -> int:
     Oversubscribed threads turn a 240 steps/s model into 8 steps/s on 2 shared cores, and
     denormal floats late in training slow every op: both are ruled out here, not guessed.
     """
+    import torch  # here, not at the top: a Ray driver imports this module and need not wait
+    # for torch before Ray starts (`RayTuneExecutor.__enter__`)
+
     n = max(1, int(threads))
     torch.set_num_threads(n)
     torch.set_flush_denormal(True)

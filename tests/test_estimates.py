@@ -41,7 +41,8 @@ def test_local_runs_one_pack_at_a_time_and_ray_its_cpus_over_each_packs_cpus():
     assert (local.slots, local.threads) == (1, 1)
     assert (ray.slots, ray.threads) == (4, 2)
     assert local.start_s == est.LOCAL_START_S
-    assert ray.start_s == est.RAY_START_S + 4 * est.RAY_WORKER_START_S
+    assert ray.start_s == est.RAY_START_S + est.RAY_WORKER_START_S  # 4 workers, side by side
+    assert ray.side_by_side == est.SIDE_BY_SIDE and local.side_by_side == 1
     assert est.parallelism("ray", sweep, num_cpus=8, workers=3, load=1.0).slots == 3
     assert est.parallelism("ray", sweep, num_cpus=8, load=2.0).start_s == 2 * ray.start_s
 
@@ -63,6 +64,37 @@ def test_the_estimate_is_start_plus_packs_longest_first_on_the_slots():
     assert est.makespan([3, 5, 3, 4, 3], 2) == 10
 
 
+def test_stored_trials_price_their_shapes_and_the_rest_is_probed_and_charged_side_by_side():
+    """A pack whose shape has stored trials costs what they took (as they ran: side by side);
+    the others are priced by the probe (here a given cost), times SIDE_BY_SIDE where packs share
+    the machine, and the line says which packs came from which."""
+    import pandas as pd
+
+    sweep = _sweep(**{"seeds": 4, "pack_size": 2})
+    plan = make_plan(sweep, set())
+    shapes = sorted({est._shape_columns(s.flat()) for s in plan.specs}, key=str)
+    assert len(shapes) == 2
+    stored_shape = [s for s in plan.specs if est._shape_columns(s.flat()) == shapes[0]]
+    stored = pd.DataFrame([{**s.flat(), "status": "ok", "wall_time_s": 2.0}
+                           for s in stored_shape])
+    side = est.Parallelism("ray", 2, 1, 0.0, 0.0, "two slots", side_by_side=1.5)
+    got = est.estimate_run(plan, stored, side, sweep.pack_size, cost=COST)
+    # the stored shape: 2 models x 2.0 s a pack (their time over the same steps); the other
+    # shape: 0.7 s a pack alone, x 1.5 side by side
+    assert got.packs == 4
+    per_pack = sorted([2 * 2.0] * 2 + [0.7 * 1.5] * 2, reverse=True)
+    assert got.training_s == pytest.approx(est.makespan(per_pack, 2))
+    assert got.basis == ("stored trials for 2 of 4 packs, a given cost (0.01 s a step, 0.05 s "
+                         "an evaluation), x1.5 for packs side by side for the others")
+    assert not got.decided
+    alone = est.estimate_run(plan, None, est.Parallelism("ray", 2, 1, 0.0, 0.0, "two slots"),
+                             sweep.pack_size, cost=COST)
+    assert alone.training_s == pytest.approx(2 * 0.7)
+    assert est.parallelism("ray", sweep, num_cpus=2, load=1.0).side_by_side == est.SIDE_BY_SIDE
+    assert est.parallelism("ray", sweep, num_cpus=1, load=1.0).side_by_side == 1
+    assert est.parallelism("ray", sweep, address="ray://h:1", load=1.0).side_by_side == 1
+
+
 def _plan_json(path, results, *extra):
     rc, out, err = cli(["plan", path, "--results", results, "--json", "--probe", *extra])
     assert rc == 0, err
@@ -78,7 +110,7 @@ def test_plan_counts_the_executors_parallelism_and_start(tmp_path, fixed_cost):
     assert (local["executor"], local["parallel"], ray["executor"], ray["parallel"]) == (
         "local", 1, "ray", 2)
     assert local["start_stop_s"] == est.LOCAL_START_S
-    assert ray["start_stop_s"] == est.RAY_START_S + 2 * est.RAY_WORKER_START_S
+    assert ray["start_stop_s"] == est.RAY_START_S + est.RAY_WORKER_START_S
     for got in (local, ray):
         assert got["seconds"] == pytest.approx(got["start_stop_s"] + got["training_s"], abs=1e-2)
         assert not got["from_budget"]

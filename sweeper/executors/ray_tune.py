@@ -17,8 +17,8 @@ pending unless `max_concurrent_trials` is set, which wraps the searcher in a
 ConcurrencyLimiter allowing that many; Tune pickles its searcher and callbacks into its own
 experiment state (for a Tune resume sweeper never uses), so their driver-side state (a study's
 database connection) stays out of the pickle; `ray.init` (embedded or `--address`) sets SIGTERM
-handlers of its own (a SystemExit, then a C-level stack dump) over the driver's, which are kept
-(`_keeping_signal_handlers`).
+handlers of its own (a SystemExit, then a C-level stack dump) over the driver's, which are set
+again once it has started (`_driver_handlers`).
 """
 
 from __future__ import annotations
@@ -438,9 +438,25 @@ class RayTuneExecutor:
         return f"starting Ray on this machine ({cpus}; ~5-15 s) ..."
 
     def __enter__(self) -> RayTuneExecutor:
+        """Start Ray (embedded, or connect to `address`) in a thread of its own and return at
+        once: what the driver does next (loading the kernels, torch's import among it, ~1-2 s)
+        runs while Ray's processes start (~3-4 s, mostly waiting for them); the first call that
+        needs Ray (`capacity`, `run`) waits for it (`_started`)."""
         logging.getLogger("ray").setLevel(logging.ERROR)
         logging.getLogger("ray.tune").setLevel(logging.ERROR)
-        with _keeping_signal_handlers():
+        self._handlers = _driver_handlers()
+        self._start_error: BaseException | None = None
+        self._up, self._stopped = threading.Event(), threading.Event()
+        self._starting = threading.Thread(target=self._start, name="sweeper-ray-start",
+                                          daemon=True)
+        self._starting.start()
+        return self
+
+    def _start(self) -> None:
+        """The start thread: it starts Ray, then lives until `__exit__` has stopped it. Ray's
+        processes die with the thread that started them (the kernel's parent-death signal is
+        sent when that thread ends, not the process), so it ends only after them."""
+        try:
             if self.address is None:
                 with _ray_processes_in_their_own_session():
                     ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False,
@@ -449,13 +465,38 @@ class RayTuneExecutor:
             else:
                 ray.init(address=self.address, configure_logging=False,
                          log_to_driver=self.verbose)
-        return self
+        except BaseException as exc:  # noqa: BLE001 - raised in the driver's thread
+            self._start_error = exc
+        finally:
+            self._up.set()
+        self._stopped.wait()
+
+    def _started(self) -> None:
+        """Wait for Ray's start (raising what it raised), then set the driver's SIGINT and
+        SIGTERM handlers again: Ray's core worker puts C-level ones of its own over them while
+        it starts (see `_driver_handlers`)."""
+        if self._up.is_set() and self._handlers is None:
+            return
+        self._up.wait()
+        if self._handlers is not None:
+            _restore_handlers(self._handlers)
+            self._handlers = None
+        if self._start_error is not None:
+            raise self._start_error
 
     def __exit__(self, *exc) -> None:
-        ray.shutdown()
+        try:
+            self._started()
+        finally:
+            if self.address is None:
+                _stop_autoscaler_monitor()
+            ray.shutdown()  # then the start thread may end (`_start`)
+            self._stopped.set()
+            self._starting.join()
 
     def capacity(self, sweep: SweepFile) -> int:
         """Packs that can run at once: by CPUs, and by GPUs when each pack takes some."""
+        self._started()
         resources = ray.cluster_resources()
         slots = resources.get("CPU", 1) // max(sweep.resources["cpu"], 1e-9)
         if sweep.resources["gpu"]:
@@ -466,6 +507,7 @@ class RayTuneExecutor:
         """The strategy's packs, in Tune runs of at most `round_packs` new packs each, one
         after another, until it is done (see ROUND_PACKS). One searcher and one scheduler serve
         every run: what the strategy and ASHA's rungs know carries over."""
+        self._started()
         scheduler, metric = _scheduler(sweep)
         searcher = _StrategySearcher(strategy)
         trainable = tune.with_resources(
@@ -547,35 +589,46 @@ def _ray_processes_in_their_own_session() -> Iterator[None]:
         services.ConsolePopen = popen
 
 
-@contextmanager
-def _keeping_signal_handlers() -> Iterator[None]:
-    """Keep, while Ray starts and after, the SIGINT and SIGTERM handlers the driver set in
-    Python (`sweeper.interrupts`: stop once the running packs are stored, exit 130 / 143), so
-    that a signal stops a run the same on every executor. Where the driver set none, Ray's
-    stay (they stop the processes Ray started).
+def _stop_autoscaler_monitor() -> None:
+    """End the embedded node's autoscaler monitor at once. `ray.shutdown` asks it to stop and
+    waits 1 s (it does not stop while it sleeps between updates), then kills it: a whole second
+    of the 1.5 s a shutdown took, measured, for a process that holds nothing (one node on one
+    machine never scales)."""
+    from ray._private import ray_constants
 
-    `ray.init` sets a SIGTERM handler that raises SystemExit at whatever line runs (even in a
-    finaliser, where it is lost), through `ray._private.utils.set_sigterm_handler`: that setter
-    does nothing while Ray starts. Its core worker then adds a C-level handler (a stack dump,
-    status 1 or an abort) that no Python call sees: the handlers are set again once Ray has
-    started. Only a SIGTERM in those last moments of the start is Ray's.
-    """
+    node = getattr(ray._private.worker, "_global_node", None)
+    processes = getattr(node, "all_processes", None) or {}
+    for info in processes.get(getattr(ray_constants, "PROCESS_TYPE_MONITOR", "monitor"), []):
+        try:
+            info.process.kill()
+            info.process.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - ray.shutdown stops it as it did before
+            pass
+
+
+def _driver_handlers() -> dict[int, Any]:
+    """The SIGINT and SIGTERM handlers the driver set in Python (`sweeper.interrupts`: stop once
+    the running packs are stored, exit 130 / 143), to be set again once Ray has started
+    (`_restore_handlers`), so that a signal stops a run the same on every executor.
+
+    Ray starts in a thread of its own (`RayTuneExecutor.__enter__`), where `ray.init` sets no
+    Python handler (it does only in the main thread: its SIGTERM handler raised SystemExit at
+    whatever line ran, even in a finaliser, where it was lost). Its core worker still adds a
+    C-level SIGTERM handler (a stack dump, status 1 or an abort) that no Python call sees:
+    setting the driver's handlers again puts them back. Only a SIGTERM while Ray starts
+    (~3-4 s, before the first pack) is Ray's. Where the driver set none, Ray's stay (they stop
+    the processes Ray started)."""
     if threading.current_thread() is not threading.main_thread():
-        yield  # handlers are the main thread's to set: Ray sets none from here either
+        return {}  # handlers are the main thread's to set
+    return {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore_handlers(handlers: Mapping[int, Any]) -> None:
+    if threading.current_thread() is not threading.main_thread():
         return
-    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    utils = ray._private.utils
-    setter = getattr(utils, "set_sigterm_handler", None)
-    if setter is not None and callable(handlers[signal.SIGTERM]):
-        utils.set_sigterm_handler = lambda handler: None
-    try:
-        yield
-    finally:
-        if setter is not None:
-            utils.set_sigterm_handler = setter
-        for signum, handler in handlers.items():
-            if callable(handler):
-                signal.signal(signum, handler)
+    for signum, handler in handlers.items():
+        if callable(handler):
+            signal.signal(signum, handler)
 
 
 def _scheduler(sweep: SweepFile) -> tuple[Any, str | None]:
