@@ -287,8 +287,10 @@ def run(sweep: str | os.PathLike | Mapping[str, Any], *, results: str | None = N
             _say(stream, getattr(runner, "starting", lambda: None)())
         with runner:  # Ray starts in the background while the kernels load (`RayTuneExecutor`)
             if address is None:  # under the lease (a second driver is refused at once, not
-                # after a build), before the workers start: they load what this builds
-                prepare_native_kernels(spec, plan, store)
+                # after a build), before the workers start: they load what this builds. A
+                # first build (~1 min) waits for Ray's start first, so the driver's SIGTERM
+                # handler is back in place while it compiles (`RayTuneExecutor.started`)
+                prepare_native_kernels(spec, plan, store, getattr(runner, "started", None))
             summary = run_sweep(spec, store, runner, pack_size, workers, stream=stream, stop=stop,
                                 extend=extend, overrides=list(sets or []), memory=memory,
                                 plan=plan, notices=notices)  # said once admitted

@@ -37,15 +37,16 @@ def check_cuda_here(device: str) -> None:
                                 f"device(s); allowed here: {allowed}")
 
 
-def prepare_native_kernels(sweep, plan, store) -> None:
+def prepare_native_kernels(sweep, plan, store, before_build=None) -> None:
     """Build (or load) the native kernels in this process before the workers start, when
     trials will train on this machine's CPU: its one-line notices (building once; or
     unavailable, so the reference path trains) reach this terminal instead of the workers' logs,
-    and the workers load the cached build instead of each waiting on it."""
+    and the workers load the cached build instead of each waiting on it. `before_build`: called
+    first when they are built, not loaded (`native.ops`)."""
     if sweep.device != "cpu":
         return
     if plan.specs and {s.trial_id for s in plan.specs} <= store.done_ids(sweep.name):
         return  # nothing will train
     from sweeper.layers import native
 
-    native.ops()
+    native.ops(before_build)

@@ -213,7 +213,7 @@ def estimate_run(plan: Plan, stored_table, how: Parallelism, pack_size: int | No
         return None
     stored = _from_store(packs, stored_table)  # a pack's cost from stored trials, or None
     unpriced = [p for p, cost in zip(packs, stored) if cost is None]
-    side = how.side_by_side
+    side = how.side_by_side if len(packs) > 1 else 1.0  # one pack trains alone
     basis = "stored trials of the same shape"
     priced: dict[int, float] = {}  # the others' costs (by the pack's id)
     if unpriced:
@@ -270,6 +270,10 @@ def _probe_each_shape(packs: list[list[TrialSpec]], threads: float,
             largest[shape] = pack
     probed = sorted(largest, key=lambda shape: -models[shape])[:PROBE_SHAPES]
     fresh = [s for s in probed if cached_step_cost(largest[s], threads) is None]
+    if fresh and largest[fresh[0]][0].device == "cpu":  # a first build of the kernels before
+        from sweeper.layers import native  # the probe, not timed in it
+
+        native.ops()
     if fresh and say is not None:  # one line for all of them, before the first trains
         most = max(min(PROBE_MODELS, len(largest[s])) for s in fresh)
         say(f"estimate: timing a probe of {len(fresh)} pack shape"

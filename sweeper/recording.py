@@ -195,13 +195,13 @@ class Recorder:
                 self.progress.stream.write(f"warning: {what} ({exc}); results are "
                                            "unaffected\n")
 
-    def close(self, interrupted: bool = False) -> None:
-        """The sweep's end (finished, or interrupted: a signal stopped it): the last progress
-        line and file."""
+    def close(self, interrupted: bool = False, abandoned: bool = False) -> None:
+        """The sweep's end (finished, or interrupted: a signal stopped it; `abandoned`: a
+        second signal, so no last merge is asked for): the last progress line and file."""
         self.progress.close()
         if self.merges is not None:  # the child's merge in flight: before the end's reads
-            self._quietly(self.merges.close, "could not merge the sweep's files (readers "
-                          "open more of them)")
+            self._quietly(lambda: self.merges.close(quietly=abandoned),
+                          "could not merge the sweep's files (readers open more of them)")
         if self.summary is not None:
             self._quietly(self.summary.write)  # the packs added since its last write
         if self.written:  # a finished sweep's folder holds no merge's inputs (a glob of it

@@ -85,6 +85,7 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
     if stop is not None:
         strategy = Stoppable(strategy, stop)
     record = manifest(sweep, plan, previous, overrides)
+    recorder: Recorder | None = None
     try:
         store.write_manifest(sweep.name, record)
         for notice in notices or ():  # admitted, its first write done: a refusal or a failed
@@ -94,22 +95,28 @@ def run_sweep(sweep: SweepFile, store: Store, executor: Any, pack_size: int | No
                             failed=len(retried))
         recorder = Recorder(store, sweep.name, progress, set(stored), retried=retried,
                             shares=sharing.shares)
-        recorder.share_stored(sharing.shares_stored)
-        feedback = Feedback(recorder, strategy)
-        if not strategy.done:
-            try:
-                executor.run(sweep, strategy, feedback)
-            except KeyboardInterrupt:  # a second signal: abandoned, and said so in the file
-                recorder.close(interrupted=True)
-                raise
-            except BaseException:  # the merge child, if any, ends before the lease is given
-                if recorder.merges is not None:  # back (a next driver might merge its files)
-                    recorder.merges.close(quietly=True)
-                raise
-        best = getattr(strategy, "best_trial", None)  # an Optuna study's best (before close)
-        best_trial = best() if callable(best) else None
+        try:
+            recorder.share_stored(sharing.shares_stored)
+            feedback = Feedback(recorder, strategy)
+            if not strategy.done:
+                try:
+                    executor.run(sweep, strategy, feedback)
+                except KeyboardInterrupt:  # a second signal: abandoned, and said so in the file
+                    recorder.close(interrupted=True, abandoned=True)
+                    raise
+            best = getattr(strategy, "best_trial", None)  # an Optuna study's best (before close)
+            best_trial = best() if callable(best) else None
+        except BaseException:  # the merge child, if any, ends before the lease is given back
+            if recorder.merges is not None:  # (a next driver might merge its files)
+                recorder.merges.close(quietly=True)
+            raise
     finally:
-        strategy.close()
+        try:
+            strategy.close()
+        except BaseException:
+            if recorder is not None and recorder.merges is not None:
+                recorder.merges.close(quietly=True)
+            raise
     interrupted = stop is not None and stop.requested
     recorder.close(interrupted)
     conclusion = getattr(strategy, "conclusion", None)  # why an adaptive search stopped

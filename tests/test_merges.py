@@ -268,6 +268,24 @@ def test_a_merge_child_that_dies_costs_at_most_a_warning_and_a_fresh_one_takes_t
     _assert_merged_once(store, specs)
 
 
+def test_a_merge_child_that_ends_after_its_jobs_is_replaced_without_a_warning(
+        tmp_path, monkeypatch):
+    """A child that ends itself (here after every job) says so in its last answer: the driver
+    starts a fresh one for the next job, loses no merge and warns of nothing."""
+    from sweeper.results import merging
+
+    monkeypatch.setenv("SWEEPER_MERGE_JOBS_PER_CHILD", "1")
+    started = []
+    real_start = merging._start_child
+    monkeypatch.setattr(merging, "_start_child",
+                        lambda *a: started.append(a) or real_start(*a))
+    store = Store.open(str(tmp_path))
+    recorder, specs = _record_packs(store, 72)
+    assert "warning" not in recorder.progress.stream.getvalue()
+    assert len(started) == recorder.merges.jobs >= 3
+    _assert_merged_once(store, specs)
+
+
 def test_a_merge_child_ends_itself_after_its_jobs_and_answers_each(tmp_path, monkeypatch):
     """The child answers one line a request and ends after JOBS_PER_CHILD of them, so what
     its merges leave to the allocator goes back with it."""
@@ -280,5 +298,5 @@ def test_a_merge_child_ends_itself_after_its_jobs_and_answers_each(tmp_path, mon
     answers = io.StringIO()
     requests = io.BytesIO(b"merge\n" * 5)
     assert merging.serve(str(tmp_path), "s", requests, answers) == 0
-    assert answers.getvalue() == "done 0\ndone 0\n"
+    assert answers.getvalue() == "done 0\ndone 0 last\n"  # "last": the driver starts another
     assert requests.read() == b"merge\n" * 3  # the rest is the next child's

@@ -441,7 +441,7 @@ class RayTuneExecutor:
         """Start Ray (embedded, or connect to `address`) in a thread of its own and return at
         once: what the driver does next (loading the kernels, torch's import among it, ~1-2 s)
         runs while Ray's processes start (~3-4 s, mostly waiting for them); the first call that
-        needs Ray (`capacity`, `run`) waits for it (`_started`)."""
+        needs Ray (`capacity`, `run`) waits for it (`started`)."""
         logging.getLogger("ray").setLevel(logging.ERROR)
         logging.getLogger("ray.tune").setLevel(logging.ERROR)
         self._handlers = _driver_handlers()
@@ -471,22 +471,34 @@ class RayTuneExecutor:
             self._up.set()
         self._stopped.wait()
 
-    def _started(self) -> None:
-        """Wait for Ray's start (raising what it raised), then set the driver's SIGINT and
-        SIGTERM handlers again: Ray's core worker puts C-level ones of its own over them while
-        it starts (see `_driver_handlers`)."""
-        if self._up.is_set() and self._handlers is None:
-            return
+    def started(self) -> None:
+        """Wait for Ray's start (raising what it raised, once), then set the driver's SIGINT
+        and SIGTERM handlers again: Ray's core worker puts C-level ones of its own over them
+        while it starts (see `_driver_handlers`)."""
         self._up.wait()
         if self._handlers is not None:
             _restore_handlers(self._handlers)
             self._handlers = None
-        if self._start_error is not None:
-            raise self._start_error
+        error, self._start_error = self._start_error, None
+        if error is not None:
+            raise error
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, value, traceback) -> None:
+        """Stop what was started, once its start is over (a second Ctrl-C while Ray starts
+        waits for it too: a shutdown during `ray.init` leaves Ray half started). The body's
+        own error is the one raised; Ray's failed start only when the body had none."""
         try:
-            self._started()
+            while True:
+                try:
+                    self._up.wait()
+                    break
+                except KeyboardInterrupt:
+                    continue
+            if kind is None:
+                self.started()
+            elif self._handlers is not None:
+                _restore_handlers(self._handlers)
+                self._handlers = None
         finally:
             if self.address is None:
                 _stop_autoscaler_monitor()
@@ -496,7 +508,7 @@ class RayTuneExecutor:
 
     def capacity(self, sweep: SweepFile) -> int:
         """Packs that can run at once: by CPUs, and by GPUs when each pack takes some."""
-        self._started()
+        self.started()
         resources = ray.cluster_resources()
         slots = resources.get("CPU", 1) // max(sweep.resources["cpu"], 1e-9)
         if sweep.resources["gpu"]:
@@ -507,7 +519,7 @@ class RayTuneExecutor:
         """The strategy's packs, in Tune runs of at most `round_packs` new packs each, one
         after another, until it is done (see ROUND_PACKS). One searcher and one scheduler serve
         every run: what the strategy and ASHA's rungs know carries over."""
-        self._started()
+        self.started()
         scheduler, metric = _scheduler(sweep)
         searcher = _StrategySearcher(strategy)
         trainable = tune.with_resources(

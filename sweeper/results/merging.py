@@ -19,7 +19,8 @@ first has files to merge:
   merges leave to the allocator goes back to the system with the process. Its start (~1 s of
   a core) is paid once per run, or per that many jobs, not per job;
 - it dies with the driver (PR_SET_PDEATHSIG), so no merge outlives the lease it was made
-  under; a merge killed halfway leaves only a temporary file, which recovery removes.
+  under; a merge killed halfway leaves only a temporary file, which recovery removes. It runs
+  in a session of its own: a signal to the driver's process group is the driver's to act on.
 
 A store only this process reaches (memory://) is merged here, after each pack.
 """
@@ -35,8 +36,10 @@ from typing import BinaryIO, TextIO
 from sweeper.results.errors import ResultsWriteError
 from sweeper.results.store import MERGE_FANOUT, MERGE_MAX_ROWS, Store, tier_group
 
-JOBS_PER_CHILD = 256  # a child ends after this many jobs (a fresh one takes the next)
+# a child ends after this many jobs (a fresh one takes the next); the environment may say fewer
+JOBS_PER_CHILD = max(1, int(os.environ.get("SWEEPER_MERGE_JOBS_PER_CHILD", "256") or 256))
 CHILD_RESIDENT_MB = 400  # ... or once its resident memory is past this, after a job
+ANSWER_TIMEOUT_S = 600.0  # a job bounded in rows takes seconds: past this the child is hung
 
 
 class DriverMerges:
@@ -101,30 +104,37 @@ class DriverMerges:
         raised here."""
         out = self._child.stdout.fileno()
         while b"\n" not in self._answer:
-            if not wait and not select.select([out], [], [], 0)[0]:
+            if not select.select([out], [], [], ANSWER_TIMEOUT_S if wait else 0)[0]:
+                if wait:
+                    self._failed(f"no answer in {ANSWER_TIMEOUT_S:g} s")
                 return False
             chunk = os.read(out, 4096)
             if not chunk:
-                self._failed(f"it ended with exit status {self._child.wait()}")
+                self._failed("it ended without answering")
             self._answer += chunk
         line, self._answer = self._answer.split(b"\n", 1)
         self._in_flight = False
         answer = line.decode(errors="replace")
+        if answer.endswith(" last"):  # it ends after this answer: the next job starts another
+            self._end_child()
         if not answer.startswith("done"):
-            raise ResultsWriteError(f"a merge in the child process failed "
-                                    f"({answer.removeprefix('error ')[:300]})")
+            why = answer.removeprefix("error ").removesuffix(" last")
+            raise ResultsWriteError(f"a merge in the child process failed ({why[:300]})")
         return True
 
     def _failed(self, how: str) -> None:
-        """The child is gone mid-job: its last stderr line says why."""
+        """The child is gone (or hung) mid-job: its exit status and last stderr line say why."""
         self._in_flight, self._answer = False, b""
         child, self._child = self._child, None
         child.kill()
-        child.wait()
+        status = child.wait()
         child.stderr.seek(0)
         err = child.stderr.read().decode(errors="replace").strip().splitlines()[-1:]
         child.stderr.close()
-        raise ResultsWriteError(f"the merge child process failed ({(err or [how])[0][:300]})")
+        child.stdout.close()
+        last = f"; its last line: {err[0][:300]}" if err else ""
+        raise ResultsWriteError(f"the merge child process failed ({how}, exit status "
+                                f"{status}{last})")
 
     def _end_child(self) -> None:
         """Close its stdin (it ends after the job it is on) and wait for it."""
@@ -154,20 +164,28 @@ def _start_child(uri: str, sweep: str) -> subprocess.Popen:
     child = subprocess.Popen(
         [sys.executable, "-m", "sweeper.results.merging", uri, sweep],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors,
-        env=_child_environment(),
-        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+        env={**_child_environment(), PARENT_VARIABLE: str(os.getpid())},
+        start_new_session=True)  # a signal to the driver's group (Ctrl-C, scancel) is the
+    # driver's to act on: it stops the sweep and ends the child itself
     child.stderr = errors
     return child
 
 
+PARENT_VARIABLE = "SWEEPER_MERGE_PARENT"  # the driver's pid, in the child's environment
+
+
 def _die_with_parent() -> None:
-    """In the child, before it runs: the kernel kills it if the driver dies (SIGKILL, the
-    OOM killer), so no merge outlives the lease it was made under."""
+    """In the child, first: the kernel kills it if the driver dies (SIGKILL, the OOM killer),
+    so no merge outlives the lease it was made under; a driver already gone ends it here."""
     import ctypes
     import signal
 
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    parent = os.environ.get(PARENT_VARIABLE)
+    if parent and os.getppid() != int(parent):
+        sys.exit(0)
 
 
 def _child_environment() -> dict[str, str]:
@@ -196,21 +214,24 @@ def serve(uri: str, sweep: str, requests: BinaryIO, answers: TextIO) -> int:
     store = Store.open(uri)
     for jobs, _ in enumerate(requests, start=1):
         try:
-            answers.write(f"done {store.merge_tiers(sweep)}\n")
+            answer = f"done {store.merge_tiers(sweep)}"
         except Exception as exc:  # noqa: BLE001 - said to the driver, which warns
-            answers.write(f"error {' '.join(str(exc).split()) or type(exc).__name__}\n")
-        answers.flush()
-        if jobs >= JOBS_PER_CHILD or _resident_mb() > CHILD_RESIDENT_MB:
+            answer = f"error {' '.join(str(exc).split()) or type(exc).__name__}"
+        last = jobs >= JOBS_PER_CHILD or _resident_mb() > CHILD_RESIDENT_MB
+        answers.write(answer + (" last\n" if last else "\n"))  # "last": it ends now, and
+        answers.flush()  # the driver starts a fresh child for the next job
+        if last:
             break
     return 0
 
 
 def main(argv: list[str]) -> int:
-    """`python -m sweeper.results.merging URI SWEEP` (the driver's child). It leaves Ctrl-C to
-    the driver (which stops the sweep and ends it); a SIGTERM ends it where it is, which a
-    merge survives (the commit rule)."""
+    """`python -m sweeper.results.merging URI SWEEP` (the driver's child, in a session of its
+    own). It leaves Ctrl-C to the driver (which stops the sweep and ends it); a SIGTERM ends it
+    where it is, which a merge survives (the commit rule)."""
     import signal
 
+    _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     uri, sweep = argv
     answers = os.fdopen(os.dup(1), "w")  # the answers' own descriptor: anything else that

@@ -29,6 +29,7 @@ import hashlib
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -47,15 +48,17 @@ def enabled() -> bool:
     return os.environ.get("SWEEPER_NATIVE", "1").strip().lower() not in ("0", "false", "no")
 
 
-def ops() -> ModuleType | None:
-    """The compiled kernels, built on the first call of a process; None if unavailable."""
+def ops(before_build: Callable[[], None] | None = None) -> ModuleType | None:
+    """The compiled kernels, built on the first call of a process; None if unavailable.
+    `before_build`: called first when this call builds them (not when it loads a cached
+    build)."""
     global _ops, _tried
     if not enabled():
         return None
     if not _tried:
         _tried = True
         try:
-            _ops = _build()
+            _ops = _build(before_build)
         except Exception as error:  # noqa: BLE001 - any build failure falls back
             reason = " ".join(str(error).split())[:200] or type(error).__name__
             print(f"sweeper: native kernels unavailable ({reason}); using the reference "
@@ -108,7 +111,7 @@ def _cflags(isa_flags: list[str]) -> list[str]:
     return ["-O3", *isa_flags, "-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd"]
 
 
-def _build() -> ModuleType:
+def _build(before_build: Callable[[], None] | None = None) -> ModuleType:
     from torch.utils import cpp_extension
 
     _put_ninja_on_path()
@@ -120,6 +123,8 @@ def _build() -> ModuleType:
         else:
             _remove_stale_lock(build_dir / "lock")
         if not any(build_dir.glob(f"{name}*.so")):
+            if before_build is not None:
+                before_build()
             print("sweeper: building the native kernels (once per machine, about a minute)",
                   file=sys.stderr)
         return cpp_extension.load(name=name, sources=[str(p) for p in SOURCES], verbose=False,
