@@ -215,21 +215,28 @@ def _assert_merged_once(store, specs):
     assert all(classes.count(c) < MERGE_FANOUT for c in set(classes)), sizes
 
 
+def _count_children(monkeypatch) -> list:
+    """The merge children started from now on (their arguments, one entry each)."""
+    from sweeper.results import merging
+
+    started = []
+    real_start = merging._start_child
+    monkeypatch.setattr(merging, "_start_child",
+                        lambda *a: started.append(a) or real_start(*a))
+    return started
+
+
 def test_a_drivers_merges_run_in_one_child_and_store_every_trial_once(tmp_path, monkeypatch):
     """Every merge of a sweep's driver is made by one long-lived child process
     (`sweeper.results.merging`): the driver's own `merge_tiers` is never called, the child is
     started once for the whole run, every trial is stored once and each size class is left
     with fewer than the fan-out of files."""
-    from sweeper.results import merging
 
     def not_here(*args, **kwargs):
         raise AssertionError("the driver merged")
 
     monkeypatch.setattr(Store, "merge_tiers", not_here)
-    started = []
-    real_start = merging._start_child
-    monkeypatch.setattr(merging, "_start_child",
-                        lambda *a: started.append(a) or real_start(*a))
+    started = _count_children(monkeypatch)
     store = Store.open(str(tmp_path))
     recorder, specs = _record_packs(store, 64)
     assert "warning" not in recorder.progress.stream.getvalue()
@@ -244,12 +251,8 @@ def test_a_merge_child_that_dies_costs_at_most_a_warning_and_a_fresh_one_takes_t
     store ends merged with every trial once."""
     import signal
 
-    from sweeper.results import merging
 
-    started = []
-    real_start = merging._start_child
-    monkeypatch.setattr(merging, "_start_child",
-                        lambda *a: started.append(a) or real_start(*a))
+    started = _count_children(monkeypatch)
     store = Store.open(str(tmp_path))
     killed = []
 
@@ -272,13 +275,9 @@ def test_a_merge_child_that_ends_after_its_jobs_is_replaced_without_a_warning(
         tmp_path, monkeypatch):
     """A child that ends itself (here after every job) says so in its last answer: the driver
     starts a fresh one for the next job, loses no merge and warns of nothing."""
-    from sweeper.results import merging
 
     monkeypatch.setenv("SWEEPER_MERGE_JOBS_PER_CHILD", "1")
-    started = []
-    real_start = merging._start_child
-    monkeypatch.setattr(merging, "_start_child",
-                        lambda *a: started.append(a) or real_start(*a))
+    started = _count_children(monkeypatch)
     store = Store.open(str(tmp_path))
     recorder, specs = _record_packs(store, 72)
     assert "warning" not in recorder.progress.stream.getvalue()
