@@ -74,7 +74,8 @@ class DriverMerges:
         try:
             if self._in_flight:
                 self._answered(wait=True)
-            if not quietly and self._child is not None and self._due():
+            if not quietly and not self.store.in_process and self._due():  # even with no
+                # child now (one that ended after its jobs): the store is left merged
                 self._ask()
                 self._answered(wait=True)
         except Exception:  # noqa: BLE001 - the run's own error is the one to show
