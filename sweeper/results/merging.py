@@ -131,8 +131,11 @@ class DriverMerges:
         status = child.wait()
         child.stderr.seek(0)
         err = child.stderr.read().decode(errors="replace").strip().splitlines()[-1:]
-        child.stderr.close()
-        child.stdout.close()
+        for stream in (child.stdin, child.stdout, child.stderr):
+            try:
+                stream.close()
+            except OSError:  # a pipe to a dead process
+                pass
         last = f"; its last line: {err[0][:300]}" if err else ""
         raise ResultsWriteError(f"the merge child process failed ({how}, exit status "
                                 f"{status}{last})")
