@@ -26,10 +26,12 @@ packs it trains at once (`Parallelism`):
   slot (as `packing.longest_first` hands them out), and each pack adds the executor's fixed
   per-pack cost (the driver's writes; Ray's dispatch); the slowest slot's time is the training.
 - **start and stop**: the local executor trains in this process (nothing to start but its
-  first pack's warm-up); embedded Ray starts its processes and a worker per slot (each
-  imports torch) and stops them. These are seconds measured on the 2-core dev machine
-  (docs/performance.md, "Estimates against runs (issue 27)"), scaled by the machine's load now
-  (`load_factor`), since a loaded machine starts processes proportionally slower.
+  first pack's warm-up); embedded Ray starts its processes and its workers (each imports
+  torch; they start side by side, a round per core), stops them, and charges packs that train
+  side by side `SIDE_BY_SIDE` more than a probe of one alone. These are seconds measured on
+  the 2-core dev machine (docs/performance.md, "Estimates against runs (issue 27)" and "Two
+  cores and a small sweep's start"), scaled by the machine's load now (`load_factor`), since
+  a loaded machine starts processes proportionally slower.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ import sys
 from typing import BinaryIO, TextIO
 
 from sweeper.results.errors import ResultsWriteError
-from sweeper.results.store import MERGE_FANOUT, MERGE_MAX_ROWS, Store, tier_group
+from sweeper.results.store import Store
 
 # a child ends after this many jobs (a fresh one takes the next); the environment may say fewer
 JOBS_PER_CHILD = max(1, int(os.environ.get("SWEEPER_MERGE_JOBS_PER_CHILD", "256") or 256))
@@ -64,7 +64,7 @@ class DriverMerges:
             return
         if self._in_flight and not self._answered(wait=False):
             return
-        if self._due():
+        if self.store.merge_due(self.sweep):
             self._ask()
 
     def close(self, quietly: bool = False) -> None:
@@ -74,19 +74,15 @@ class DriverMerges:
         try:
             if self._in_flight:
                 self._answered(wait=True)
-            if not quietly and not self.store.in_process and self._due():  # even with no
-                # child now (one that ended after its jobs): the store is left merged
-                self._ask()
+            last = not quietly and not self.store.in_process  # even with no child now (one
+            if last and self.store.merge_due(self.sweep):  # that ended after its jobs): the
+                self._ask()  # store is left merged
                 self._answered(wait=True)
         except Exception:  # noqa: BLE001 - the run's own error is the one to show
             if not quietly:
                 raise
         finally:
             self._end_child()
-
-    def _due(self) -> bool:
-        sizes = self.store._sizes(self.sweep, self.store.scan(self.sweep))
-        return tier_group(sizes, MERGE_FANOUT, MERGE_MAX_ROWS) is not None
 
     def _ask(self) -> None:
         if self._child is None or self._child.poll() is not None:

@@ -622,8 +622,7 @@ class Store:
         return len(names), len(self.stored_ids(sweep))  # counted in the few files left
 
     def merge_tiers(self, sweep: str, grace_s: float = MERGE_GRACE_S,
-                    fanout: int = MERGE_FANOUT, max_rows: int = MERGE_MAX_ROWS,
-                    classes: range | None = None) -> int:
+                    fanout: int = MERGE_FANOUT, max_rows: int = MERGE_MAX_ROWS) -> int:
         """Keep a sweep cheap to read while it grows: its single writer calls this after each
         pack (under the sweep's lease), so a running sweep is always read at about the price
         of a compacted one. Files of one size class (rows, by powers of MERGE_FANOUT) are
@@ -632,20 +631,22 @@ class Store:
         reads more than MERGE_MAX_ROWS rows (its memory is bounded whatever N). A merge commits
         by the store's own rule (`_merge`); the files it replaced are deleted once it is
         `grace_s` old (`delete_replaced`): a reader that listed them before may still read
-        them, and never meets a file gone. `classes`: only files of these size classes (two
-        processes that merge disjoint classes never merge one file twice: a merge's output is
-        of a higher class than its inputs; `sweeper.results.merging`). Returns the merges
-        made."""
+        them, and never meets a file gone. A driver has this done by its merge child
+        (`sweeper.results.merging`). Returns the merges made."""
         self.delete_replaced(sweep, grace_s)
         merges = 0
         while True:
             scan = self.scan(sweep)
-            group = tier_group(self._sizes(sweep, scan), fanout, max_rows, classes)
+            group = tier_group(self._sizes(sweep, scan), fanout, max_rows)
             if group is None:
                 return merges
             self._merge(sweep, scan, group)
             merges += 1
             release_unused_memory()
+
+    def merge_due(self, sweep: str) -> bool:
+        """Whether `merge_tiers` has a merge to make now (one listing; footers read once)."""
+        return tier_group(self._sizes(sweep, self.scan(sweep))) is not None
 
     def _sizes(self, sweep: str, scan: FolderScan) -> dict[str, int]:
         """Rows (trials and trajectories) of each committed pair, by its name."""
@@ -820,9 +821,9 @@ def size_class(rows: int, fanout: int = MERGE_FANOUT) -> int:
 
 
 def tier_group(sizes: Mapping[str, int], fanout: int = MERGE_FANOUT,
-               max_rows: int = MERGE_MAX_ROWS, only: range | None = None) -> list[str] | None:
-    """The next files to merge (names), or None: in the lowest size class (of `only`, when
-    given) that holds `fanout` files, its smallest, as many (up to `fanout`) as fit in
+               max_rows: int = MERGE_MAX_ROWS) -> list[str] | None:
+    """The next files to merge (names), or None: in the lowest size class that holds `fanout`
+    files, its smallest, as many (up to `fanout`) as fit in
     `max_rows` rows together. A file over half of `max_rows` is whole and never merged
     again."""
     classes: dict[int, list[str]] = {}
@@ -830,7 +831,7 @@ def tier_group(sizes: Mapping[str, int], fanout: int = MERGE_FANOUT,
         if 2 * rows <= max_rows:
             classes.setdefault(size_class(rows, fanout), []).append(name)
     for level in sorted(classes):
-        if (only is not None and level not in only) or len(classes[level]) < fanout:
+        if len(classes[level]) < fanout:
             continue
         group, total = [], 0
         for name in sorted(classes[level], key=lambda n: (sizes[n], n))[:fanout]:
