@@ -227,18 +227,17 @@ def test_ktiw_probe_picks_the_aligned_position_for_a_model_built_to_translate(ma
 
 
 def _force_aligned_attention(experiment: CopyExperiment) -> None:
+    """Every head attends one-hot on the aligned position: `_mix` (the per-head attention and
+    mixtures), which the learned readouts of evaluation and training both go through."""
     model = experiment.model
-    original = model.attend
 
-    def attend(dec, enc, uniform=False):
-        if uniform:
-            return original(dec, enc, uniform=True)
+    def mix(dec, enc):
         K, B, T, _ = dec.shape
-        attn = torch.eye(T, enc.shape[2], dtype=dec.dtype).expand(K, model.cfg.heads, B, -1, -1)
-        per_head = [enc @ model.w_v[:, h][:, None] for h in range(model.cfg.heads)]
-        return attn, torch.stack(per_head).mean(dim=0)
+        H = model.cfg.heads
+        attn = torch.eye(T, enc.shape[2], dtype=dec.dtype).expand(K, H, B, -1, -1)
+        return attn, enc[:, :, :T].repeat(1, 1, 1, H)  # [K, B, T, H d]: each head's mixture
 
-    model.attend = attend
+    model._mix = mix
 
 
 def test_model_with_attention_forced_on_the_aligned_position_scores_one():

@@ -398,6 +398,55 @@ def test_native_readout_loss_equals_the_reference_in_float64_with_masked_classes
     assert results[0][3][-1, -1] == 0
 
 
+@pytest.mark.parametrize("K,M,d,V", [(1, 40, 32, 22), (3, 70, 8, 5), (2, 33, 12, 9)])
+def test_an_evaluations_readout_gives_the_reference_loss_and_argmax_hits_in_float64(K, M, d, V):
+    """`sigmoid_readout_scores` (the loss and argmax == target without the logits) against
+    metrics.token_nll and token_hits of the logits, with a masked class (-inf bias) and a
+    quarter of the rows' targets set to their own argmax, so that hits and misses both occur."""
+    from sweeper import metrics
+    from sweeper.layers.packed import linear
+    from sweeper.layers.readout import sigmoid_readout_scores
+
+    require_native()
+    gen = torch.Generator().manual_seed(K * M + V)
+    pre = torch.randn(K, M, d, dtype=F64, generator=gen) * 2
+    w = torch.randn(K, d, V, dtype=F64, generator=gen)
+    b = torch.randn(K, V, dtype=F64, generator=gen)
+    b[-1, -1] = -torch.inf
+    logits = linear(torch.sigmoid(pre), w, b)
+    target = torch.randint(0, V - 1, (K, M), generator=gen)
+    chosen = torch.rand(K, M, generator=gen) < 0.25
+    target = torch.where(chosen, logits.argmax(-1), target)
+    nll, hits = sigmoid_readout_scores(pre, w, b, target)
+    ref_nll, ref_hits = sigmoid_readout_scores(pre, w, b, target, reference=True)
+    torch.testing.assert_close(nll, metrics.token_nll(logits, target), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(ref_nll, nll, rtol=1e-12, atol=1e-12)
+    assert torch.equal(hits, metrics.token_hits(logits, target)) and torch.equal(hits, ref_hits)
+    assert 0 < int(hits.sum()) < hits.numel()
+
+
+def test_an_evaluations_readout_follows_torchs_argmax_on_ties_and_nan():
+    """Ties go to the first largest logit and a NaN logit counts as the largest, as in
+    torch.argmax: classes 1 and 3 tie above the others at every row (identical columns of W),
+    and the second model's class 3 has a NaN bias."""
+    from sweeper import metrics
+    from sweeper.layers.packed import linear
+    from sweeper.layers.readout import sigmoid_readout_scores
+
+    require_native()
+    K, M, d, V = 2, 4, 3, 5
+    w = torch.zeros(K, d, V, dtype=F64)
+    w[..., 1] = w[..., 3] = 1.0
+    b = torch.zeros(K, V, dtype=F64)
+    b[1, 3] = torch.nan
+    pre = torch.randn(K, M, d, dtype=F64)
+    target = torch.tensor([[1, 3, 0, 1], [1, 3, 0, 3]])
+    logits = linear(torch.sigmoid(pre), w, b)
+    _, hits = sigmoid_readout_scores(pre, w, b, target)
+    assert torch.equal(hits, metrics.token_hits(logits, target))
+    assert hits.tolist() == [[True, False, False, True], [False, True, False, True]]
+
+
 def test_native_readout_loss_refuses_targets_out_of_range():
     ops = require_native()
     K, M, d, V = 1, 4, 3, 5

@@ -19,7 +19,7 @@ import torch
 
 from sweeper import metrics as M
 from sweeper.families.copy.data import CopySampler
-from sweeper.families.copy.model import Seq2Seq
+from sweeper.families.copy.model import Seq2Seq, Seq2SeqOutput
 from sweeper.layers import native
 from sweeper.layers.packed import keep_models
 from sweeper.spec import TrialSpec
@@ -68,33 +68,33 @@ class CopyExperiment:
         `probe_every` steps). The evaluation data stream is drawn the same either way."""
         batch = self.sampler.sample(self.eval_size, eval=True)
         enc, dec = self.model.states(batch.src, batch.dec_in)  # shared by both readouts below
-        out = self.model.output(enc, dec)
-        acc_head, mass_head = M.head_attention_accuracy(out.attn), M.head_aligned_mass(out.attn)
+        nll, hits, attn = self.model.token_scores(enc, dec, batch.tgt)
+        acc_head, mass_head = M.head_attention_accuracy(attn), M.head_aligned_mass(attn)
         result = {
-            "loss": M.mean_keep(M.token_nll(out.logits, batch.tgt)),
-            "accuracy": M.mean_keep(M.token_hits(out.logits, batch.tgt)),
+            "loss": M.mean_keep(nll),
+            "accuracy": M.mean_keep(hits),
             "attn_acc": acc_head.amax(dim=1),  # the best head
             "attn_mass": mass_head.amax(dim=1),
             "attn_acc_head": acc_head,
             "attn_mass_head": mass_head,
-            **self._attention_peak(out.attn),
+            **self._attention_peak(attn),
         }
         parts = {c: self.sampler.sample(self.eval_size, eval=True, component=c)
                  for c in self.sampler.components}  # drawn either way: one data stream
         if not probes:
             nan = acc_head.new_full(acc_head.shape[:1], float("nan"))
             return {**result, **{name: nan for name in self.PROBES}}
-        n = self.probe_size
-        probe = type(out)(out.logits[:, :n], out.attn, dec[:, :n], enc[:, :n])
-        uniform = self.model.output(enc[:, :n], dec[:, :n], uniform=True)
-        result["ktiw_acc"] = self._probe_accuracy(probe, batch.tgt[:, :n])
-        result["uniform_acc"] = M.mean_keep(M.token_hits(uniform.logits, batch.tgt[:, :n]))
+        n, tgt = self.probe_size, batch.tgt[:, :self.probe_size]
+        result["ktiw_acc"] = self._probe_accuracy(Seq2SeqOutput(None, attn, dec[:, :n],
+                                                                enc[:, :n]), tgt)
+        _, uniform_hits, _ = self.model.token_scores(enc[:, :n], dec[:, :n], tgt, uniform=True)
+        result["uniform_acc"] = M.mean_keep(uniform_hits)
         for component, part in parts.items():
-            out = self.model(part.src[:, :n], part.dec_in[:, :n])
-            tgt = part.tgt[:, :n]
-            result[f"loss_{component}"] = M.mean_keep(M.token_nll(out.logits, tgt))
-            result[f"accuracy_{component}"] = M.mean_keep(M.token_hits(out.logits, tgt))
-            result[f"attn_acc_{component}"] = M.head_attention_accuracy(out.attn).amax(dim=1)
+            states = self.model.states(part.src[:, :n], part.dec_in[:, :n])
+            nll, hits, attn = self.model.token_scores(*states, part.tgt[:, :n])
+            result[f"loss_{component}"] = M.mean_keep(nll)
+            result[f"accuracy_{component}"] = M.mean_keep(hits)
+            result[f"attn_acc_{component}"] = M.head_attention_accuracy(attn).amax(dim=1)
         return result
 
     @staticmethod
@@ -123,9 +123,8 @@ class CopyExperiment:
         chunk = max(1, PROBE_CHUNK // (K * T * S * max(d, self.model.symbols)))
         hits = []
         for start in range(0, B, chunk):
-            part = type(out)(out.logits[:, start:start + chunk], out.attn,
-                             out.dec_states[:, start:start + chunk],
-                             out.enc_states[:, start:start + chunk])
+            part = Seq2SeqOutput(None, out.attn, out.dec_states[:, start:start + chunk],
+                                 out.enc_states[:, start:start + chunk])
             logits = self.model.one_hot_logits(part)  # [K, b, T, S, V]
             hits.append(M.ktiw_probe_hits(logits, target[:, start:start + chunk]))
         return M.mean_keep(torch.cat(hits, dim=1))

@@ -57,13 +57,13 @@ from sweeper.layers import native
 from sweeper.layers import recurrence as R
 from sweeper.layers.attention import attention
 from sweeper.layers.packed import linear
-from sweeper.layers.readout import sigmoid_readout_nll
+from sweeper.layers.readout import sigmoid_readout_nll, sigmoid_readout_scores
 from sweeper.seeding import generator
 
 
 @dataclass
 class Seq2SeqOutput:
-    logits: torch.Tensor  # [K, B, T, V]
+    logits: torch.Tensor | None  # [K, B, T, V]; None where only states are wanted (a probe)
     attn: torch.Tensor  # [K, H, B, T, S]
     dec_states: torch.Tensor  # [K, B, T, d]
     enc_states: torch.Tensor  # [K, B, S, d]
@@ -349,6 +349,21 @@ class Seq2Seq(nn.Module):
         w_out, b_out = self._readout_output()
         return sigmoid_readout_nll(pre, w_out, b_out, target)
 
+    def token_scores(self, enc: torch.Tensor, dec: torch.Tensor, target: torch.Tensor,
+                     uniform: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """An evaluation's token NLL and hits [K, B, T] (the argmax is the target) and the
+        attention [K, H, B, T, S] on given states: what `output` gives metrics.token_nll and
+        token_hits, without writing the logits (sweeper.layers.readout.sigmoid_readout_scores)
+        and, as `token_nll`, without the context where the kernels run."""
+        if native.enabled() and self.cfg.attention != "uniform" and not uniform:
+            attn, mixed = self._mix(dec, enc)
+            pre = self._folded_preactivation(dec, mixed, scale=2.0)
+        else:  # the reference path: the context, then W_c [s; c] + b_c
+            attn, ctx = self.attend(dec, enc, uniform)
+            pre = self.readout_preactivation(dec, ctx, scale=2.0)
+        nll, hits = sigmoid_readout_scores(pre, *self._readout_output(), target)
+        return nll, hits, attn
+
     def _folded_preactivation(self, dec: torch.Tensor, mixed: torch.Tensor,
                               scale: float) -> torch.Tensor:
         """`readout_preactivation(dec, ctx)` from the heads' mixtures [K, B, T, H d] without
@@ -362,9 +377,11 @@ class Seq2Seq(nn.Module):
         through = torch.bmm(w_v, w_c[:, d:])  # [K, H d, d]
         bias = torch.baddbmm((self.b_c * scale)[:, None], self._value_bias()[:, None],
                              w_c[:, d:])  # [K, 1, d]
-        pre = linear(dec, w_c[:, :d], bias[:, 0])  # [K, B, T, d]
-        return torch.baddbmm(pre.view(K, -1, d), mixed.reshape(K, -1, H * d),
-                             through).view(dec.shape)
+        pre = torch.baddbmm(bias, dec.reshape(K, -1, d), w_c[:, :d])  # [K, B T, d]
+        # added into pre in place (pre itself, not a view of it, or autograd would copy the
+        # gradient back): nothing saved pre, baddbmm's backward keeps only its factors, and a
+        # new [K, B T, d] result would be one more pass over memory
+        return pre.baddbmm_(mixed.reshape(K, -1, H * d), through).view(dec.shape)
 
     def one_hot_logits(self, out: Seq2SeqOutput) -> torch.Tensor:
         """Logits [K, B, T, S, V] at each decoder step t if attention were one-hot on source l.

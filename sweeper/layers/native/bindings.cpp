@@ -24,6 +24,8 @@ at::Tensor attention_backward(at::Tensor query, at::Tensor keys, at::Tensor attn
                               at::Tensor d_keys);
 std::vector<at::Tensor> readout_nll_forward(at::Tensor pre, at::Tensor w_out, at::Tensor b_out,
                                             at::Tensor target);
+std::vector<at::Tensor> readout_scores(at::Tensor pre, at::Tensor w_out, at::Tensor b_out,
+                                       at::Tensor target);
 std::vector<at::Tensor> readout_nll_backward(at::Tensor grad, at::Tensor u, at::Tensor lse,
                                              at::Tensor w_out, at::Tensor b_out,
                                              at::Tensor target);
@@ -38,6 +40,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attention_forward", &attention_forward, "softmax(q k^T) and its mixture of k");
   m.def("attention_backward", &attention_backward, "-> d_query (d_keys written in place)");
   m.def("readout_nll_forward", &readout_nll_forward, "-> nll, u, lse (readout.cpp)");
+  m.def("readout_scores", &readout_scores, "-> nll, hits (argmax == target), no gradient");
   m.def("readout_nll_backward", &readout_nll_backward, "-> d_pre, d_w, d_b");
   m.def("ktiw_hits", &ktiw_hits, "KTIW probe hits [K, B, T] (probes.cpp)");
   m.def("gru_backward", &gru_backward, "fused GRU backward -> d_w, d_b, dh0");

@@ -11,7 +11,9 @@
 // multiply-adds a row) rather than reading a saved [K, M, V] slab, as autograd's backward of
 // logsumexp, gather and the bias add would (five passes). Models run in parallel over torch's
 // threads, each model on one thread (its tiles share its dW and db), so the bits do not depend
-// on the number of threads. Columns past V (padding to whole vectors) have W = 0 and b = -inf.
+// on the number of threads. `readout_scores` is an evaluation's forward: the loss and whether
+// the argmax is the target, nothing saved. Columns past V (padding to whole vectors) have W = 0
+// and b = -inf.
 #include <torch/extension.h>
 
 #include <algorithm>
@@ -95,6 +97,40 @@ void forward_impl(const at::Tensor& pre, const at::Tensor& w_out, const at::Tens
   });
 }
 
+// An evaluation's readout: nll as forward_impl, and whether the row's argmax is its target
+// (torch's argmax: the first largest logit, a NaN counting as the largest), with u in a tile's
+// scratch (no gradient: nothing is saved). The [K, M, V] logits are never written.
+template <typename T>
+void scores_impl(const at::Tensor& pre, const at::Tensor& w_out, const at::Tensor& b_out,
+                 const at::Tensor& target, at::Tensor& nll, at::Tensor& hits) {
+  const int64_t K = pre.size(0), M = pre.size(1), d = pre.size(2), V = w_out.size(2);
+  const int64_t Vp = sweeper_native::padded<T>(V);
+  const T *p = pre.data_ptr<T>(), *w = w_out.data_ptr<T>(), *b = b_out.data_ptr<T>();
+  const int64_t* y = target.data_ptr<int64_t>();
+  T* nl = nll.data_ptr<T>();
+  bool* hit = hits.data_ptr<bool>();
+  at::parallel_for(0, K, 1, [&](int64_t k_begin, int64_t k_end) {
+    std::vector<T> z(TILE * Vp), ut(TILE * d);
+    for (int64_t k = k_begin; k < k_end; ++k) {
+      const PaddedOutput<T> out(w + k * d * V, b + k * V, d, V, Vp);
+      for (int64_t r0 = k * M; r0 < (k + 1) * M; r0 += TILE) {
+        const int64_t n = std::min(TILE, (k + 1) * M - r0);
+        const T* pt = p + r0 * d;
+        for (int64_t i = 0; i < n * d; ++i) ut[i] = sigmoid(pt[i]);
+        logits(out, ut.data(), n, d, Vp, z.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const T* zi = z.data() + i * Vp;
+          nl[r0 + i] = logsumexp(zi, Vp) - zi[y[r0 + i]];
+          int64_t best = 0;
+          for (int64_t v = 1; v < V; ++v)
+            if (!std::isnan(zi[best]) && (zi[v] > zi[best] || std::isnan(zi[v]))) best = v;
+          hit[r0 + i] = best == y[r0 + i];
+        }
+      }
+    }
+  });
+}
+
 // dz = g (softmax(z) - onehot(y)); d_pre = (dz W^T) u (1 - u); dW += u^T dz; db += sum dz.
 template <typename T>
 void backward_impl(const at::Tensor& grad, const at::Tensor& u, const at::Tensor& lse,
@@ -168,6 +204,17 @@ std::vector<at::Tensor> readout_nll_forward(at::Tensor pre, at::Tensor w_out, at
     forward_impl<scalar_t>(pre, w_out, b_out, target, nll, u, lse);
   });
   return {nll, u, lse};
+}
+
+std::vector<at::Tensor> readout_scores(at::Tensor pre, at::Tensor w_out, at::Tensor b_out,
+                                       at::Tensor target) {
+  check(pre, w_out, b_out, target);
+  auto nll = at::empty({pre.size(0), pre.size(1)}, pre.options());
+  auto hits = at::empty({pre.size(0), pre.size(1)}, pre.options().dtype(at::kBool));
+  AT_DISPATCH_FLOATING_TYPES(pre.scalar_type(), "readout_scores", [&] {
+    scores_impl<scalar_t>(pre, w_out, b_out, target, nll, hits);
+  });
+  return {nll, hits};
 }
 
 std::vector<at::Tensor> readout_nll_backward(at::Tensor grad, at::Tensor u, at::Tensor lse,
