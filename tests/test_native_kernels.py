@@ -372,6 +372,17 @@ def test_native_attention_refuses_mismatched_shapes_in_one_error():
         ops.attention_forward(torch.zeros(2, 3, 4), torch.zeros(2, 5, 6))
 
 
+def _readout_case(K: int, M: int, d: int, V: int):
+    """A readout's inputs in float64 (pre, W, b, targets below the last class) with the last
+    model's last class masked (-inf bias, as in a mixed-vocabulary pack), and the generator."""
+    gen = torch.Generator().manual_seed(K * M + V)
+    pre = torch.randn(K, M, d, dtype=F64, generator=gen) * 2
+    w = torch.randn(K, d, V, dtype=F64, generator=gen)
+    b = torch.randn(K, V, dtype=F64, generator=gen)
+    b[-1, -1] = -torch.inf
+    return pre, w, b, torch.randint(0, V - 1, (K, M), generator=gen), gen
+
+
 @pytest.mark.parametrize("K,M,d,V", [(1, 40, 32, 22), (3, 70, 8, 5), (2, 33, 12, 9)])
 def test_native_readout_loss_equals_the_reference_in_float64_with_masked_classes(K, M, d, V):
     """The sigmoid readout and its token NLL in one pass: values and the gradients of pre, W
@@ -380,12 +391,7 @@ def test_native_readout_loss_equals_the_reference_in_float64_with_masked_classes
     from sweeper.layers.readout import sigmoid_readout_nll
 
     require_native()
-    gen = torch.Generator().manual_seed(K * M + V)
-    pre = torch.randn(K, M, d, dtype=F64, generator=gen) * 2
-    w = torch.randn(K, d, V, dtype=F64, generator=gen)
-    b = torch.randn(K, V, dtype=F64, generator=gen)
-    b[-1, -1] = -torch.inf
-    target = torch.randint(0, V - 1, (K, M), generator=gen)
+    pre, w, b, target, gen = _readout_case(K, M, d, V)
     weight = torch.rand(K, M, dtype=F64, generator=gen)
     results = []
     for reference in (False, True):
@@ -408,13 +414,8 @@ def test_an_evaluations_readout_gives_the_reference_loss_and_argmax_hits_in_floa
     from sweeper.layers.readout import sigmoid_readout_scores
 
     require_native()
-    gen = torch.Generator().manual_seed(K * M + V)
-    pre = torch.randn(K, M, d, dtype=F64, generator=gen) * 2
-    w = torch.randn(K, d, V, dtype=F64, generator=gen)
-    b = torch.randn(K, V, dtype=F64, generator=gen)
-    b[-1, -1] = -torch.inf
+    pre, w, b, target, gen = _readout_case(K, M, d, V)
     logits = linear(torch.sigmoid(pre), w, b)
-    target = torch.randint(0, V - 1, (K, M), generator=gen)
     chosen = torch.rand(K, M, generator=gen) < 0.25
     target = torch.where(chosen, logits.argmax(-1), target)
     nll, hits = sigmoid_readout_scores(pre, w, b, target)
