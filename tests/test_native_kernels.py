@@ -448,6 +448,35 @@ def test_an_evaluations_readout_follows_torchs_argmax_on_ties_and_nan():
     assert hits.tolist() == [[True, False, False, True], [False, True, False, True]]
 
 
+@pytest.mark.parametrize("heads", [1, 3])
+def test_an_evaluation_gives_the_reference_paths_metrics_in_float64(heads, monkeypatch):
+    """`CopyExperiment.evaluate` on the kernels (the readouts scored without logits, the context
+    folded into W_c, the KTIW kernel) against the reference path: every metric, with the probes,
+    of a mixed-vocabulary pack of three models after a few training steps."""
+    from sweeper.families.copy.experiment import CopyExperiment
+    from sweeper.spec import make_spec
+
+    require_native()
+    specs = [make_spec("copy-v1", "seq2seq", {"length": length, "cooccurrence": 0.3},
+                       {"width": 16, "heads": heads}, {"eval_size": 24, "batch_size": 16},
+                       seed=seed) for length, seed in ((6, 1), (10, 2), (8, 3))]
+    metrics = []
+    for native_path in ("1", "0"):
+        monkeypatch.setenv("SWEEPER_NATIVE", native_path)
+        experiment = CopyExperiment(specs, F64, "cpu")
+        optimizer = torch.optim.Adam(experiment.model.parameters(), lr=0.01)
+        for _ in range(3):
+            optimizer.zero_grad()
+            experiment.train_loss().sum().backward()
+            optimizer.step()
+        metrics.append(experiment.evaluate())
+    fast, reference = metrics
+    assert fast.keys() == reference.keys()
+    for name in fast:
+        torch.testing.assert_close(fast[name], reference[name], rtol=1e-12, atol=1e-12,
+                                   equal_nan=True, msg=name)
+
+
 def test_native_readout_loss_refuses_targets_out_of_range():
     ops = require_native()
     K, M, d, V = 1, 4, 3, 5

@@ -65,11 +65,11 @@ def sigmoid_readout_scores(pre: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
     """An evaluation's readout: the token NLL [K, ...] and whether the argmax is the target
     (bool [K, ...]), without the logits where the kernels run; no gradient."""
     ops = _native(pre, w, b, reference)
-    if ops is None:
-        logits = linear(torch.sigmoid(pre), w, b)
-        return M.token_nll(logits, target), M.token_hits(logits, target)
-    K, d = pre.shape[0], pre.shape[-1]
     with torch.no_grad():
+        if ops is None:
+            logits = linear(torch.sigmoid(pre), w, b)
+            return M.token_nll(logits, target), M.token_hits(logits, target)
+        K, d = pre.shape[0], pre.shape[-1]
         nll, hits = ops.readout_scores(pre.reshape(K, -1, d).contiguous(), w.contiguous(),
                                        b.contiguous(), target.reshape(K, -1).contiguous())
     return nll.view(target.shape), hits.view(target.shape)
