@@ -452,14 +452,15 @@ def test_an_evaluations_readout_follows_torchs_argmax_on_ties_and_nan():
 def test_an_evaluation_gives_the_reference_paths_metrics_in_float64(heads, monkeypatch):
     """`CopyExperiment.evaluate` on the kernels (the readouts scored without logits, the context
     folded into W_c, the KTIW kernel) against the reference path: every metric, with the probes,
-    of a mixed-vocabulary pack of three models after a few training steps."""
+    of a pack of three models after a few training steps."""
     from sweeper.families.copy.experiment import CopyExperiment
     from sweeper.spec import make_spec
 
     require_native()
-    specs = [make_spec("copy-v1", "seq2seq", {"length": length, "cooccurrence": 0.3},
+    specs = [make_spec("copy-v1", "seq2seq", {"length": 6, "vocab": 9, "cooccurrence": c,
+                                              "hardness": 0.5},
                        {"width": 16, "heads": heads}, {"eval_size": 24, "batch_size": 16},
-                       seed=seed) for length, seed in ((6, 1), (10, 2), (8, 3))]
+                       seed=seed) for c, seed in ((0.0, 1), (0.3, 2), (0.6, 3))]
     metrics = []
     for native_path in ("1", "0"):
         monkeypatch.setenv("SWEEPER_NATIVE", native_path)
