@@ -1,12 +1,15 @@
 """Measurements of attention learning, as pure tensor functions (tested on hand-built cases).
 
 Every function keeps the leading dims it is given and reduces only the trailing ones it names, so
-the same code serves one model, K packed models and per-head views.
+the same code serves one model, K packed models and per-head views. One reduction has a native
+pass where the process has the kernels (`argmax_is`), with torch's values.
 """
 
 from __future__ import annotations
 
 import torch
+
+from sweeper.layers import native
 
 
 def token_hits(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -33,7 +36,21 @@ def aligned_positions(steps: int, device: torch.device | str | None = None) -> t
 def aligned_hits(attn: torch.Tensor) -> torch.Tensor:
     """[..., T, S] -> bool [..., T]: decoder step t's argmax attention is its aligned source
     position (`aligned_positions`)."""
-    return attn.argmax(dim=-1) == aligned_positions(attn.shape[-2], attn.device)
+    return argmax_is(attn, aligned_positions(attn.shape[-2], attn.device))
+
+
+def argmax_is(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """[..., R, C] and int64 [R] -> bool [..., R]: whether row r's argmax over C (torch's: the
+    first largest, a NaN the largest) is index[r]. In one native pass where this process has
+    the kernels (`argmax_hits`; torch's argmax over a last dim as short as S = 17 was a tenth
+    of an evaluation with four heads), else torch's argmax."""
+    ops = native.loaded()
+    if (ops is None or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64)
+            or x.dim() < 2 or x.numel() == 0 or x.stride(-1) != 1
+            or index.shape != x.shape[-2:-1]):
+        return x.argmax(dim=-1) == index
+    rows = x.reshape(-1, *x.shape[-2:])  # a view for the slices evaluations pass (content steps)
+    return ops.argmax_hits(rows, index.to(torch.long)).view(x.shape[:-1])
 
 
 def aligned_mass(attn: torch.Tensor) -> torch.Tensor:

@@ -478,6 +478,28 @@ def test_an_evaluation_gives_the_reference_paths_metrics_in_float64(heads, monke
                                    equal_nan=True, msg=name)
 
 
+def test_argmax_hits_follow_torchs_argmax_on_ties_nan_and_strided_rows():
+    """`metrics.argmax_is` on the kernels against torch's argmax: random rows, rows of ties
+    (the first wins), NaN (the first NaN wins), -inf, and a slice of the rows (the content
+    steps' view an evaluation passes) read in place."""
+    from sweeper import metrics
+
+    require_native()
+    gen = torch.Generator().manual_seed(5)
+    attn = torch.rand(3, 2, 7, 6, 5, generator=gen)
+    attn[0, 0, 0] = 0.5  # every row of this block ties
+    attn[0, 1, 0, 2, 3] = attn[0, 1, 0, 3, 1] = attn[0, 1, 0, 3, 4] = torch.nan
+    attn[1, 0, 1, 4] = -torch.inf
+    attn[1, 1, 2, 1, 2] = 2.0  # a tie with a larger value further right
+    attn[1, 1, 2, 1, 4] = 2.0
+    for x in (attn, attn[..., :-1, :], attn.to(F64)):
+        index = torch.arange(x.shape[-2]) % x.shape[-1]
+        expected = x.argmax(dim=-1) == index
+        assert metrics.native.loaded() is not None
+        assert torch.equal(metrics.argmax_is(x, index), expected)
+        assert int(expected.sum()) > 0
+
+
 def test_native_readout_loss_refuses_targets_out_of_range():
     ops = require_native()
     K, M, d, V = 1, 4, 3, 5

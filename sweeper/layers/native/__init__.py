@@ -67,6 +67,12 @@ def ops(before_build: Callable[[], None] | None = None) -> ModuleType | None:
     return _ops
 
 
+def loaded() -> ModuleType | None:
+    """The kernels where this process has already built or loaded them (`ops`), else None:
+    never a build, for code that may run where no training did (`sweeper.metrics`)."""
+    return _ops if enabled() else None
+
+
 @functools.cache
 def instruction_set() -> tuple[str, list[str]]:
     """The widest vector instruction set this CPU has: a name and the compiler flags for it

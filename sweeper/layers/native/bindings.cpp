@@ -29,6 +29,7 @@ std::vector<at::Tensor> readout_scores(at::Tensor pre, at::Tensor w_out, at::Ten
 std::vector<at::Tensor> readout_nll_backward(at::Tensor grad, at::Tensor u, at::Tensor lse,
                                              at::Tensor w_out, at::Tensor b_out,
                                              at::Tensor target);
+at::Tensor argmax_hits(at::Tensor x, at::Tensor index);
 at::Tensor ktiw_hits(at::Tensor dec_part, at::Tensor ctx_part, at::Tensor w_out, at::Tensor b_out,
                      at::Tensor target);
 
@@ -43,5 +44,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("readout_scores", &readout_scores, "-> nll, hits (argmax == target), no gradient");
   m.def("readout_nll_backward", &readout_nll_backward, "-> d_pre, d_w, d_b");
   m.def("ktiw_hits", &ktiw_hits, "KTIW probe hits [K, B, T] (probes.cpp)");
+  m.def("argmax_hits", &argmax_hits, "argmax of x [N, R, C] over C == index [R] (probes.cpp)");
   m.def("gru_backward", &gru_backward, "fused GRU backward -> d_w, d_b, dh0");
 }

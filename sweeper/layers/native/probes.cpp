@@ -130,7 +130,51 @@ void ktiw_hits_impl(const at::Tensor& dec_part, const at::Tensor& ctx_part,
   });
 }
 
+// hit[n, r] = (argmax_c x[n, r, c] == index[r]), torch.argmax's rules (the first largest, a
+// NaN the largest), reading x [N, R, C] at its strides (a contiguous last dim).
+template <typename T>
+void argmax_hits_impl(const at::Tensor& x, const int64_t* index, bool* hit) {
+  const int64_t N = x.size(0), R = x.size(1), C = x.size(2);
+  const int64_t sn = x.stride(0), sr = x.stride(1);
+  const T* base = x.data_ptr<T>();
+  at::parallel_for(0, N, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n)
+      for (int64_t r = 0; r < R; ++r) {
+        const T* __restrict__ row = base + n * sn + r * sr;
+        // the largest and whether a NaN is there, in vector lanes; then the first position
+        // that holds it (a NaN: the first NaN), a search that mispredicts once, at its end
+        T best = -std::numeric_limits<T>::infinity();
+        int nans = 0;
+#pragma omp simd reduction(max : best) reduction(+ : nans)
+        for (int64_t c = 0; c < C; ++c) {
+          best = row[c] > best ? row[c] : best;
+          nans += row[c] != row[c];
+        }
+        int64_t arg = 0;
+        if (nans)
+          while (row[arg] == row[arg]) ++arg;
+        else
+          while (row[arg] != best) ++arg;
+        hit[n * R + r] = arg == index[r];
+      }
+  });
+}
+
 }  // namespace
+
+at::Tensor argmax_hits(at::Tensor x, at::Tensor index) {
+  TORCH_CHECK(x.device().is_cpu() && x.dim() == 3 && x.size(2) > 0 && x.stride(2) == 1,
+              "argmax_hits: x [N, R, C] on the CPU with a contiguous last dim, C > 0");
+  TORCH_CHECK(index.dim() == 1 && index.size(0) == x.size(1) &&
+                  index.scalar_type() == at::kLong,
+              "argmax_hits: index [R] (int64)");
+  index = index.contiguous();
+  at::Tensor hits = at::empty({x.size(0), x.size(1)}, x.options().dtype(at::kBool));
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "argmax_hits", [&] {
+    argmax_hits_impl<scalar_t>(x, index.data_ptr<int64_t>(), hits.data_ptr<bool>());
+  });
+  return hits;
+}
 
 at::Tensor ktiw_hits(at::Tensor dec_part, at::Tensor ctx_part, at::Tensor w_out, at::Tensor b_out,
                      at::Tensor target) {
