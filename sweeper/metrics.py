@@ -47,9 +47,13 @@ def argmax_is(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     ops = native.loaded()
     if (ops is None or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64)
             or x.dim() < 2 or x.numel() == 0 or x.stride(-1) != 1
-            or index.shape != x.shape[-2:-1]):
+            or index.shape != x.shape[-2:-1] or index.device != x.device
+            or index.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8,
+                                   torch.uint8)):
         return x.argmax(dim=-1) == index
-    rows = x.reshape(-1, *x.shape[-2:])  # a view for the slices evaluations pass (content steps)
+    # a view where the leading dims merge (one head's attention and its content steps); a copy
+    # where they do not (several heads: [K, H, B] is laid out as K, B, H)
+    rows = x.reshape(-1, *x.shape[-2:])
     return ops.argmax_hits(rows, index.to(torch.long)).view(x.shape[:-1])
 
 

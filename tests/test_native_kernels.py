@@ -498,6 +498,8 @@ def test_argmax_hits_follow_torchs_argmax_on_ties_nan_and_strided_rows():
         assert metrics.native.loaded() is not None
         assert torch.equal(metrics.argmax_is(x, index), expected)
         assert int(expected.sum()) > 0
+    fractional = torch.full((attn.shape[-2],), 1.5)  # compared as floats, as torch does
+    assert not metrics.argmax_is(attn, fractional).any()
 
 
 def test_native_readout_loss_refuses_targets_out_of_range():

@@ -165,9 +165,9 @@ void argmax_hits_impl(const at::Tensor& x, const int64_t* index, bool* hit) {
 at::Tensor argmax_hits(at::Tensor x, at::Tensor index) {
   TORCH_CHECK(x.device().is_cpu() && x.dim() == 3 && x.size(2) > 0 && x.stride(2) == 1,
               "argmax_hits: x [N, R, C] on the CPU with a contiguous last dim, C > 0");
-  TORCH_CHECK(index.dim() == 1 && index.size(0) == x.size(1) &&
+  TORCH_CHECK(index.device().is_cpu() && index.dim() == 1 && index.size(0) == x.size(1) &&
                   index.scalar_type() == at::kLong,
-              "argmax_hits: index [R] (int64)");
+              "argmax_hits: index [R] (int64, on the CPU)");
   index = index.contiguous();
   at::Tensor hits = at::empty({x.size(0), x.size(1)}, x.options().dtype(at::kBool));
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "argmax_hits", [&] {
