@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace sweeper_native {
 
@@ -36,5 +37,25 @@ inline double exp_fast(double x) { return std::exp(x); }  // float64: exact (the
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + exp_vectorisable(-x)); }
 inline double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+// The index torch.argmax gives for a row of n > 0 values: the first largest, a NaN counting as
+// the largest (the first NaN). The largest, and whether a NaN is there, in vector lanes; then
+// the search for the first position that holds it, which mispredicts once, at its end.
+template <typename T>
+inline int64_t first_argmax(const T* __restrict__ row, int64_t n) {
+  T best = -std::numeric_limits<T>::infinity();
+  int nans = 0;
+#pragma omp simd reduction(max : best) reduction(+ : nans)
+  for (int64_t c = 0; c < n; ++c) {
+    best = row[c] > best ? row[c] : best;
+    nans += row[c] != row[c];
+  }
+  int64_t arg = 0;
+  if (nans)
+    while (row[arg] == row[arg]) ++arg;
+  else
+    while (row[arg] != best) ++arg;  // all -inf: 0
+  return arg;
+}
 
 }  // namespace sweeper_native

@@ -22,6 +22,7 @@
 namespace {
 
 using sweeper_native::exp_fast;
+using sweeper_native::first_argmax;
 using sweeper_native::gemm_acc;
 using sweeper_native::sigmoid;
 
@@ -115,16 +116,8 @@ void ktiw_hits_impl(const at::Tensor& dec_part, const at::Tensor& ctx_part,
           gemm_acc<T>(V, wk, 1, V, ut.data(), d, BLOCK, zt.data(), BLOCK, start.data());
           log_odds(zt.data(), V, BLOCK, y.data(), m.data(), sum.data(), odds.data() + c0);
         }
-        for (int64_t t = 0; t < T_; ++t) {
-          T best = 0;
-          int64_t arg = -1;
-          for (int64_t l = 0; l < S; ++l) {
-            const T value = odds[t * S + l];
-            const bool better = arg < 0 || (std::isnan(value) ? !std::isnan(best) : value > best);
-            if (better) best = value, arg = l;
-          }
-          hit[seq * T_ + t] = arg == t;
-        }
+        for (int64_t t = 0; t < T_; ++t)
+          hit[seq * T_ + t] = S > 0 && first_argmax(&odds[t * S], S) == t;
       }
     }
   });
@@ -140,22 +133,7 @@ void argmax_hits_impl(const at::Tensor& x, const int64_t* index, bool* hit) {
   at::parallel_for(0, N, 256, [&](int64_t begin, int64_t end) {
     for (int64_t n = begin; n < end; ++n)
       for (int64_t r = 0; r < R; ++r) {
-        const T* __restrict__ row = base + n * sn + r * sr;
-        // the largest and whether a NaN is there, in vector lanes; then the first position
-        // that holds it (a NaN: the first NaN), a search that mispredicts once, at its end
-        T best = -std::numeric_limits<T>::infinity();
-        int nans = 0;
-#pragma omp simd reduction(max : best) reduction(+ : nans)
-        for (int64_t c = 0; c < C; ++c) {
-          best = row[c] > best ? row[c] : best;
-          nans += row[c] != row[c];
-        }
-        int64_t arg = 0;
-        if (nans)
-          while (row[arg] == row[arg]) ++arg;
-        else
-          while (row[arg] != best) ++arg;
-        hit[n * R + r] = arg == index[r];
+        hit[n * R + r] = first_argmax(base + n * sn + r * sr, C) == index[r];
       }
   });
 }

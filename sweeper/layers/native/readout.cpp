@@ -121,10 +121,7 @@ void scores_impl(const at::Tensor& pre, const at::Tensor& w_out, const at::Tenso
         for (int64_t i = 0; i < n; ++i) {
           const T* zi = z.data() + i * Vp;
           nl[r0 + i] = logsumexp(zi, Vp) - zi[y[r0 + i]];
-          int64_t best = 0;
-          for (int64_t v = 1; v < V; ++v)
-            if (!std::isnan(zi[best]) && (zi[v] > zi[best] || std::isnan(zi[v]))) best = v;
-          hit[r0 + i] = best == y[r0 + i];
+          hit[r0 + i] = sweeper_native::first_argmax(zi, V) == y[r0 + i];
         }
       }
     }
