@@ -342,12 +342,8 @@ class Seq2Seq(nn.Module):
         written, forward or backward).
         """
         enc, dec = self.states(src, dec_in)
-        if native.enabled() and self.cfg.attention != "uniform":
-            pre = self._folded_preactivation(dec, self._mix(dec, enc)[1], scale=2.0)
-        else:  # the reference path: the context, then W_c [s; c] + b_c
-            pre = self.readout_preactivation(dec, self.attend(dec, enc)[1], scale=2.0)
-        w_out, b_out = self._readout_output()
-        return sigmoid_readout_nll(pre, w_out, b_out, target)
+        pre = self._scored_preactivation(dec, enc)[1]
+        return sigmoid_readout_nll(pre, *self._readout_output(), target)
 
     def token_scores(self, enc: torch.Tensor, dec: torch.Tensor, target: torch.Tensor,
                      uniform: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -355,14 +351,20 @@ class Seq2Seq(nn.Module):
         attention [K, H, B, T, S] on given states: what `output` gives metrics.token_nll and
         token_hits, without writing the logits (sweeper.layers.readout.sigmoid_readout_scores)
         and, as `token_nll`, without the context where the kernels run."""
-        if native.enabled() and self.cfg.attention != "uniform" and not uniform:
-            attn, mixed = self._mix(dec, enc)
-            pre = self._folded_preactivation(dec, mixed, scale=2.0)
-        else:  # the reference path: the context, then W_c [s; c] + b_c
-            attn, ctx = self.attend(dec, enc, uniform)
-            pre = self.readout_preactivation(dec, ctx, scale=2.0)
+        attn, pre = self._scored_preactivation(dec, enc, uniform)
         nll, hits = sigmoid_readout_scores(pre, *self._readout_output(), target)
         return nll, hits, attn
+
+    def _scored_preactivation(self, dec: torch.Tensor, enc: torch.Tensor,
+                              uniform: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """The attention and 2 (W_c [s; c] + b_c), what the training loss and an evaluation's
+        scores read: with the context folded into W_c where the kernels may run (no context
+        product), else (the reference path, uniform attention) the context, then W_c."""
+        if native.enabled() and self.cfg.attention != "uniform" and not uniform:
+            attn, mixed = self._mix(dec, enc)
+            return attn, self._folded_preactivation(dec, mixed, scale=2.0)
+        attn, ctx = self.attend(dec, enc, uniform)
+        return attn, self.readout_preactivation(dec, ctx, scale=2.0)
 
     def _folded_preactivation(self, dec: torch.Tensor, mixed: torch.Tensor,
                               scale: float) -> torch.Tensor:
