@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from sweeper.layers import native
+from sweeper.layers.attention import NATIVE_DTYPES
 
 
 def token_hits(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -45,7 +46,7 @@ def argmax_is(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     the kernels (`argmax_hits`; torch's argmax over a last dim as short as S = 17 was a tenth
     of an evaluation with four heads), else torch's argmax."""
     ops = native.loaded()
-    if (ops is None or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64)
+    if (ops is None or x.device.type != "cpu" or x.dtype not in NATIVE_DTYPES
             or x.dim() < 2 or x.numel() == 0 or x.stride(-1) != 1
             or index.shape != x.shape[-2:-1] or index.device != x.device
             or index.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8,
